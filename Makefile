@@ -1,0 +1,41 @@
+# kooper — every target installs what it needs into .venv from this repository's own files.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kooper-installed
+
+.PHONY: demo test lint pytest bench e2e clean venv
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[operator,analytics,test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## make demo: the embedded cluster drill (6 pods, 3 connectors) under three protocols/policies.
+demo: $(STAMP)
+	$(BIN)/kooper demo $(DEMO_ARGS)
+
+## make test: lint (ruff, mypy --strict, import-linter) and the whole pytest suite.
+test: lint pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests e2e benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## make bench: prints the benchmark numbers (not a timed test).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+## make e2e: the kind drills (needs Docker, kind, kubectl, helm).
+e2e: $(STAMP)
+	$(BIN)/python -m pytest -q e2e --with-e2e
+
+clean:
+	rm -rf $(VENV) out report

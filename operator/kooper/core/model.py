@@ -1,0 +1,236 @@
+"""Values the assignor reads and writes: resources, members, snapshots, plans, state.
+
+Resources use Kafka Connect's ids: a connector instance is its name (``"A"``,
+KIP-415's ``AC0``); a task is ``"<connector>-<n>"`` (``"A-0"``, KIP-415's ``AT1``).
+Both are plain strings so a 100,000-task group is sets of ``str``; ``task_connector``
+recovers a task's connector.
+
+Everything here is frozen. ``plan`` never mutates its inputs; it returns a new
+``PlanState`` that the shell persists (WorkerGroup status) and hands back next round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+
+from kooper.core import ids
+
+
+def task_id(connector: str, number: int) -> ids.TaskId:
+    """The id of task ``number`` of ``connector`` (``task_id("A", 0) == "A-0"``)."""
+    return ids.TaskId(f"{connector}-{number}")
+
+
+def task_connector(task: str) -> ids.ConnectorName:
+    """The connector a task id belongs to (connector names may contain dashes)."""
+    return ids.ConnectorName(task.rpartition("-")[0])
+
+
+def task_number(task: str) -> int:
+    """The task's number within its connector."""
+    return int(task.rpartition("-")[2])
+
+
+def resource_sort_key(resource: str) -> tuple[str, int]:
+    """Order resources as KIP-415 lists them: by connector, the instance before its tasks."""
+    connector, sep, number = resource.rpartition("-")
+    if sep and number.isdigit():
+        return (connector, int(number) + 1)
+    return (resource, 0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorsAndTasks:
+    """A set of connector instances and a set of tasks (Kafka's ``ConnectorsAndTasks``)."""
+
+    connectors: frozenset[str] = frozenset()
+    tasks: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, connectors: Iterable[str] = (), tasks: Iterable[str] = ()) -> ConnectorsAndTasks:
+        """Build from any iterables."""
+        return cls(frozenset(connectors), frozenset(tasks))
+
+    def __len__(self) -> int:
+        return len(self.connectors) + len(self.tasks)
+
+    def __bool__(self) -> bool:
+        return bool(self.connectors) or bool(self.tasks)
+
+    def __contains__(self, resource: object) -> bool:
+        return resource in self.tasks or resource in self.connectors
+
+    def union(self, other: ConnectorsAndTasks) -> ConnectorsAndTasks:
+        """Both sets together."""
+        if not other:
+            return self
+        if not self:
+            return other
+        return ConnectorsAndTasks(self.connectors | other.connectors, self.tasks | other.tasks)
+
+    def difference(self, other: ConnectorsAndTasks) -> ConnectorsAndTasks:
+        """What is in self and not in other."""
+        if not other or not self:
+            return self
+        return ConnectorsAndTasks(self.connectors - other.connectors, self.tasks - other.tasks)
+
+    def intersection(self, other: ConnectorsAndTasks) -> ConnectorsAndTasks:
+        """What both hold."""
+        return ConnectorsAndTasks(self.connectors & other.connectors, self.tasks & other.tasks)
+
+    def sorted(self) -> list[str]:
+        """All resources in KIP-415 order (``A, A-0, A-1, B, B-0``)."""
+        return sorted((*self.connectors, *self.tasks), key=resource_sort_key)
+
+
+EMPTY = ConnectorsAndTasks()
+
+
+class Protocol(enum.StrEnum):
+    """A rebalance protocol a member may speak, and the one a group runs."""
+
+    EAGER = "eager"
+    COMPATIBLE = "compatible"
+
+
+class Policy(enum.StrEnum):
+    """The assignment policy: KIP-415 to the letter, or kooper's improvements on top."""
+
+    KIP415 = "kip415"
+    KOOPER = "kooper"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Member:
+    """One member as it reported itself (KIP-415's JoinGroup metadata).
+
+    ``incarnation`` changes every time the process restarts, even under the same
+    name: a new incarnation owns nothing it does not report, and whatever its
+    previous incarnation held is lost.
+    """
+
+    id: ids.WorkerId
+    owned: ConnectorsAndTasks = EMPTY
+    generation: int = -1
+    protocols: frozenset[Protocol] = frozenset({Protocol.EAGER, Protocol.COMPATIBLE})
+    incarnation: str = ""
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether this member speaks the incremental cooperative protocol."""
+        return Protocol.COMPATIBLE in self.protocols
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """The rebalancing settings of one worker group (``WorkerGroup.spec``)."""
+
+    protocol: Protocol = Protocol.COMPATIBLE
+    policy: Policy = Policy.KOOPER
+    max_delay_ms: int = 300_000
+    """``scheduled.rebalance.max.delay.ms``: 0 disables the delay."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the leader knows at the start of a round.
+
+    ``connectors`` maps each wanted connector to its number of tasks (a stopped
+    connector is present with 0 tasks). ``members`` holds the live members only.
+    ``departed_permanently`` names absent members known not to come back (a
+    StatefulSet scale-down): the ``kooper`` policy reassigns their work at once.
+    """
+
+    connectors: Mapping[str, int]
+    members: Mapping[ids.WorkerId, Member]
+    settings: Settings = Settings()
+    departed_permanently: frozenset[ids.WorkerId] = frozenset()
+
+    def configured(self) -> ConnectorsAndTasks:
+        """Every resource the connectors want: instances and tasks."""
+        return ConnectorsAndTasks(
+            frozenset(self.connectors),
+            frozenset(
+                f"{name}-{n}" for name, count in self.connectors.items() for n in range(count)
+            ),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delay:
+    """A scheduled rebalance: lost work waits until ``deadline_ms`` for its owner."""
+
+    deadline_ms: int
+    candidates: tuple[ids.WorkerId, ...] = ()
+    """Members that joined empty during the delay, in the order they became candidates."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PlanState:
+    """What the leader remembers between rounds (persisted in WorkerGroup status).
+
+    ``assignments`` is the full set each member may run, as last written to its
+    ConfigMap at generation ``assigned_at[member]``. ``lost`` maps each lost
+    resource set to the member it was lost from, so a returning identity can get
+    its own work back. ``epochs`` counts, per resource, how many times it was
+    handed to a member: it only grows.
+    """
+
+    generation: int = 0
+    protocol: Protocol = Protocol.COMPATIBLE
+    assignments: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(
+        default_factory=dict
+    )
+    assigned_at: Mapping[ids.WorkerId, int] = dataclasses.field(default_factory=dict)
+    incarnations: Mapping[ids.WorkerId, str] = dataclasses.field(default_factory=dict)
+    lost: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(default_factory=dict)
+    delay: Delay | None = None
+    epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    eager_revoking: bool = False
+    """Eager protocol: a stop-the-world revocation is out and not yet acknowledged by all."""
+
+    def lost_resources(self) -> ConnectorsAndTasks:
+        """Every lost resource, whoever it was lost from."""
+        result = EMPTY
+        for resources in self.lost.values():
+            result = result.union(resources)
+        return result
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberPlan:
+    """One member's part of a round: what it may run and what it must stop."""
+
+    assigned: ConnectorsAndTasks
+    revoked: ConnectorsAndTasks
+    generation: int
+    """The generation this assignment was written at (unchanged if it did not change)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """The result of one round.
+
+    ``members`` has an entry for every live member. ``changed`` names those whose
+    assignment document differs from last round (the ConfigMaps to write).
+    ``next_round_at_ms`` is when the leader must plan again even if nothing
+    happens (the delay's deadline), or ``None``.
+    """
+
+    members: Mapping[ids.WorkerId, MemberPlan]
+    state: PlanState
+    protocol: Protocol
+    delay_ms: int
+    next_round_at_ms: int | None
+    changed: frozenset[ids.WorkerId]
+    newly_assigned: Mapping[ids.WorkerId, ConnectorsAndTasks]
+    newly_lost: ConnectorsAndTasks
+    unassigned: ConnectorsAndTasks
+    """Configured resources that no live member may run after this round."""
+
+    @property
+    def revoking(self) -> bool:
+        """Whether this round revokes anything (the group has not converged)."""
+        return any(member.revoked for member in self.members.values())

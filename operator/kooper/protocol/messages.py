@@ -1,0 +1,67 @@
+"""The two documents of the operator/worker protocol, as frozen values.
+
+``Assignment`` is what the operator writes into a member's ConfigMap
+(``kooper-<pod>``, data key ``assignment.json``): KIP-415's Assignment.
+``Report`` is what a member writes into its Lease (``kooper-<pod>``, annotation
+``kooper.dev/report``): KIP-415's Subscription / JoinGroup metadata.
+
+Only ``protocol.codec`` turns these into JSON and back; the wire format is in
+``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kooper.core import model
+
+CONFIGMAP_KEY = "assignment.json"
+"""The ConfigMap data key that holds the encoded ``Assignment``."""
+
+REPORT_ANNOTATION = "kooper.dev/report"
+"""The Lease annotation that holds the encoded ``Report``."""
+
+MAX_REPORT_BYTES = 256 * 1024
+"""Reports larger than this are rejected unread (a Lease is not a database)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Assignment:
+    """Operator → member: the full set the member may run, and what it must stop.
+
+    ``protocol`` is the protocol the group runs this generation; a cooperative
+    member that receives ``eager`` with revocations treats them as *lost* (the
+    short-circuit of KIP-415's downgrade and KAFKA-12477's upgrade proposal).
+    """
+
+    group: str
+    member: str
+    generation: int
+    protocol: model.Protocol
+    assigned: model.ConnectorsAndTasks
+    revoked: model.ConnectorsAndTasks = model.EMPTY
+    delay_ms: int = 0
+    leader: str = ""
+    epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Per assigned resource, its epoch: only grows; hand it to task code to fence zombies."""
+    configs: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """Per assigned connector (of the instance or of any of its tasks), its ``config``."""
+    states: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Per connector, its desired state when not ``running`` (``paused``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Report:
+    """Member → operator: who it is, what it speaks, what it applied and runs now."""
+
+    member: str
+    incarnation: str
+    protocols: frozenset[model.Protocol]
+    generation: int
+    """The generation of the last assignment this member applied (-1: none yet)."""
+    owned: model.ConnectorsAndTasks = model.EMPTY
+    failed: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Resources whose start/stop callback failed or timed out, with the reason."""
+    fenced: bool = False
+    """True after the member stopped everything because it could not renew its Lease."""
