@@ -1,0 +1,106 @@
+"""The drill event log: one row schema for every source.
+
+The simulator, the embedded cluster's recorder, a kind drill's recorder and the
+operator's audit log all write these rows (JSON lines, or Parquet with the same
+columns); ``kooper analyze`` reads them. Definitions are in ``docs/events.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+
+class Kind(enum.StrEnum):
+    """What happened."""
+
+    START = "start"
+    """``member`` started running ``resource`` (at ``epoch``)."""
+    STOP = "stop"
+    """``member`` stopped running ``resource``."""
+    ROUND = "round"
+    """The leader completed a rebalance round (``generation``); member/resource empty."""
+    JOIN = "join"
+    """``member`` joined the group."""
+    LEAVE = "leave"
+    """``member`` left the group (or was declared departed)."""
+
+
+COLUMNS: tuple[str, ...] = (
+    "ts_ms",
+    "run",
+    "group",
+    "member",
+    "resource",
+    "event",
+    "generation",
+    "epoch",
+    "protocol",
+    "policy",
+)
+"""Column order of the event log (Parquet and JSON lines)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """One row of the event log."""
+
+    ts_ms: int
+    run: str
+    group: str
+    member: str
+    resource: str
+    event: Kind
+    generation: int = -1
+    epoch: int = -1
+    protocol: str = ""
+    policy: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        """The row as a plain dict with ``event`` as a string."""
+        row = dataclasses.asdict(self)
+        row["event"] = str(self.event)
+        return row
+
+    def to_json(self) -> str:
+        """One JSON line (no trailing newline)."""
+        return json.dumps(self.to_row(), separators=(",", ":"))
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Event:
+        """Parse a row; raises ``ValueError``/``KeyError`` naming the bad column."""
+        try:
+            return cls(
+                ts_ms=int(row["ts_ms"]),
+                run=str(row["run"]),
+                group=str(row.get("group", "")),
+                member=str(row.get("member", "") or ""),
+                resource=str(row.get("resource", "") or ""),
+                event=Kind(row["event"]),
+                generation=int(row.get("generation", -1) if row.get("generation") is not None else -1),
+                epoch=int(row.get("epoch", -1) if row.get("epoch") is not None else -1),
+                protocol=str(row.get("protocol", "") or ""),
+                policy=str(row.get("policy", "") or ""),
+            )
+        except KeyError as exc:
+            raise ValueError(f"missing column {exc.args[0]!r}") from exc
+
+
+def dump_lines(events: Iterable[Event]) -> Iterator[str]:
+    """Encode events as JSON lines (each ends with a newline)."""
+    for event in events:
+        yield event.to_json() + "\n"
+
+
+def load_lines(lines: Iterable[str]) -> Iterator[Event]:
+    """Decode JSON lines, skipping blank ones."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield Event.from_row(json.loads(line))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"line {number}: {exc}") from exc
