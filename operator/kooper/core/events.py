@@ -80,13 +80,17 @@ class Event:
                 member=str(row.get("member", "") or ""),
                 resource=str(row.get("resource", "") or ""),
                 event=Kind(row["event"]),
-                generation=int(row.get("generation", -1) if row.get("generation") is not None else -1),
-                epoch=int(row.get("epoch", -1) if row.get("epoch") is not None else -1),
+                generation=_int_or(row.get("generation"), -1),
+                epoch=_int_or(row.get("epoch"), -1),
                 protocol=str(row.get("protocol", "") or ""),
                 policy=str(row.get("policy", "") or ""),
             )
         except KeyError as exc:
             raise ValueError(f"missing column {exc.args[0]!r}") from exc
+
+
+def _int_or(value: object, default: int) -> int:
+    return default if value is None else int(str(value))
 
 
 def dump_lines(events: Iterable[Event]) -> Iterator[str]:
