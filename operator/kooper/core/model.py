@@ -188,8 +188,13 @@ class PlanState:
     lost: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(default_factory=dict)
     delay: Delay | None = None
     epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    revoking: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(default_factory=dict)
+    """Per member, what it was told to stop and has not yet acknowledged (the barrier)."""
     eager_revoking: bool = False
     """Eager protocol: a stop-the-world revocation is out and not yet acknowledged by all."""
+    forgotten: bool = False
+    """A new leader that knows nothing but the delay: adopt what members report owning,
+    and (KIP-415) treat unaccounted resources as lost while a delay is in progress."""
 
     def lost_resources(self) -> ConnectorsAndTasks:
         """Every lost resource, whoever it was lost from."""

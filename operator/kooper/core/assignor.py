@@ -1,0 +1,486 @@
+"""The assignor: one pure function, ``plan``, computes a rebalance round.
+
+Theory of operation (KIP-415, "incremental cooperative rebalancing with deferred
+resolution of imbalance", Design II):
+
+1. **Holdings.** Each live member *holds* what it may run (its assignment as last
+   written), what it reports running, and what it was told to stop but has not
+   yet acknowledged. A member whose process restarted (new incarnation) holds
+   only what it reports.
+2. **The barrier.** A resource held by two live members is in nobody's
+   assignment; a resource held by anyone is never handed to someone else. A
+   move therefore takes two rounds: revoke, wait for the owner's report (or its
+   departure), then assign.
+3. **Lost work.** What a departed member held is *lost*. With a delay ``d > 0``
+   and none pending, the leader schedules a rebalance at ``now + d`` and leaves
+   lost work unassigned; members that join empty meanwhile are *candidates*.
+   When the deadline passes, lost work goes round-robin to the candidates (or,
+   without candidates, is balanced like new work). Every round in between
+   reports the remaining delay ``d'``.
+4. **Balance.** With no delay pending, members above their target revoke just
+   enough for the group to end balanced; free work (new, released lost, or
+   acknowledged revocations) goes to the least-loaded members (``balance``).
+5. **Stickiness.** Nothing else moves: a round with no membership or
+   configuration change returns the same assignment.
+
+Policies. ``kip415`` reproduces the KIP text, its scenario tables being golden
+tests (connectors and tasks counted as one pool, as the tables do). ``kooper``
+adds three rules, each named below: ``_rule_returning_identity``,
+``_rule_permanent_departure`` and persisted leader state (the shell keeps
+``PlanState`` in WorkerGroup status; only ``forget`` models a KIP-415 leader
+change). It also balances connectors and tasks separately and spreads each
+connector's tasks.
+
+Protocols. ``eager`` revokes everything on any change, waits until every member
+owns nothing, then assigns from scratch (round-robin over sorted members, as
+Kafka's ``EagerAssignor``). ``compatible`` is cooperative while every member
+speaks it; an eager-only member downgrades the group with one stop-the-world
+revocation (KIP-415's double rebalance), and the group upgrades in the round
+after the last one leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kooper.core import balance, delays, ids, model
+
+Holdings = dict[ids.WorkerId, model.ConnectorsAndTasks]
+
+
+def forget(state: model.PlanState) -> model.PlanState:
+    """What a new KIP-415 leader knows: the generation and the pending delay, nothing else."""
+    delay = model.Delay(state.delay.deadline_ms) if state.delay else None
+    return model.PlanState(
+        generation=state.generation,
+        protocol=state.protocol,
+        delay=delay,
+        epochs=state.epochs,
+        forgotten=True,
+    )
+
+
+def group_protocol(snapshot: model.Snapshot) -> model.Protocol:
+    """The protocol the group runs: eager if configured so or if any member speaks only eager."""
+    if snapshot.settings.protocol is model.Protocol.EAGER:
+        return model.Protocol.EAGER
+    if any(not member.cooperative for member in snapshot.members.values()):
+        return model.Protocol.EAGER
+    return model.Protocol.COMPATIBLE
+
+
+def plan(
+    snapshot: model.Snapshot,
+    previous: model.PlanState,
+    *,
+    now_ms: int,
+    configured: model.ConnectorsAndTasks | None = None,
+) -> model.Plan:
+    """Compute one rebalance round. Pure: same inputs, same plan.
+
+    ``configured`` may be passed when the caller already has ``snapshot.configured()``.
+    """
+    wanted = configured if configured is not None else snapshot.configured()
+    round_ = _Round(snapshot, previous, now_ms, wanted)
+    protocol = group_protocol(snapshot)
+    if protocol is model.Protocol.EAGER:
+        return round_.eager()
+    return round_.cooperative()
+
+
+class _Round:
+    """The working sets of one ``plan`` call (never escapes ``plan``)."""
+
+    def __init__(
+        self,
+        snapshot: model.Snapshot,
+        previous: model.PlanState,
+        now_ms: int,
+        configured: model.ConnectorsAndTasks,
+    ) -> None:
+        self.snapshot = snapshot
+        self.previous = previous
+        self.now_ms = now_ms
+        self.configured = configured
+        self.policy = snapshot.settings.policy
+        members = snapshot.members
+        self.order = sorted(members)
+        # Departed: gone, or back under the same name as a new process.
+        self.departed = {
+            member
+            for member in previous.assignments
+            if member not in members
+            or (
+                previous.incarnations.get(member, "")
+                and members[member].incarnation != previous.incarnations[member]
+            )
+        }
+        self.current: Holdings = {}
+        self.held: Holdings = {}
+        for member in self.order:
+            report = members[member]
+            if member in self.departed or member not in previous.assignments:
+                current = report.owned if previous.forgotten else model.EMPTY
+                unacked = model.EMPTY
+            else:
+                current = previous.assignments[member]
+                unacked = (
+                    previous.revoking.get(member, model.EMPTY)
+                    if report.generation < previous.assigned_at.get(member, 0)
+                    else model.EMPTY
+                )
+            self.current[member] = current
+            self.held[member] = current.union(report.owned).union(unacked)
+
+    # -- shared steps -------------------------------------------------------------
+
+    def _contested(self) -> tuple[set[str], set[str], set[str]]:
+        """Resources held by two or more live members, and the union of all holdings."""
+        seen_c: set[str] = set()
+        seen_t: set[str] = set()
+        twice: set[str] = set()
+        for held in self.held.values():
+            twice.update(seen_c.intersection(held.connectors))
+            twice.update(seen_t.intersection(held.tasks))
+            seen_c.update(held.connectors)
+            seen_t.update(held.tasks)
+        return twice, seen_c, seen_t
+
+    def _finish(
+        self,
+        protocol: model.Protocol,
+        nxt: Holdings,
+        *,
+        lost: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+        delay: model.Delay | None,
+        eager_revoking: bool = False,
+    ) -> model.Plan:
+        previous = self.previous
+        members = self.snapshot.members
+        revoked: Holdings = {}
+        changed: set[ids.WorkerId] = set()
+        newly: Holdings = {}
+        for member in self.order:
+            assigned = nxt[member]
+            gone = self.held[member].difference(assigned)
+            revoked[member] = gone
+            before = self.current[member]
+            if assigned != before:
+                newly_given = assigned.difference(before)
+                if newly_given:
+                    newly[member] = newly_given
+            unchanged = (
+                member not in self.departed
+                and member in previous.assignments
+                and previous.assignments[member] == assigned
+                and previous.revoking.get(member, model.EMPTY) == gone
+                and previous.protocol is protocol
+                and (previous.delay is None) == (delay is None)
+                and (delay is None or previous.delay is None
+                     or previous.delay.deadline_ms == delay.deadline_ms)
+            )
+            if not unchanged:
+                changed.add(member)
+        generation = previous.generation + 1 if changed else previous.generation
+        epochs: Mapping[str, int] = previous.epochs
+        if newly:
+            bumped = dict(previous.epochs)
+            for resources in newly.values():
+                for resource in (*resources.connectors, *resources.tasks):
+                    bumped[resource] = bumped.get(resource, 0) + 1
+            epochs = bumped
+        assigned_at = {
+            member: generation if member in changed else previous.assigned_at.get(member, 0)
+            for member in self.order
+        }
+        revoking = {
+            member: gone
+            for member, gone in revoked.items()
+            if gone and (member in changed or members[member].generation < assigned_at[member])
+        }
+        state = model.PlanState(
+            generation=generation,
+            protocol=protocol,
+            assignments=dict(nxt),
+            assigned_at=assigned_at,
+            incarnations={member: members[member].incarnation for member in self.order},
+            lost=dict(lost),
+            delay=delay,
+            epochs=epochs,
+            revoking=revoking,
+            eager_revoking=eager_revoking,
+        )
+        plans = {
+            member: model.MemberPlan(
+                assigned=nxt[member], revoked=revoked[member], generation=assigned_at[member]
+            )
+            for member in self.order
+        }
+        all_assigned_c: set[str] = set()
+        all_assigned_t: set[str] = set()
+        for assigned in nxt.values():
+            all_assigned_c.update(assigned.connectors)
+            all_assigned_t.update(assigned.tasks)
+        unassigned = model.ConnectorsAndTasks(
+            self.configured.connectors - all_assigned_c, self.configured.tasks - all_assigned_t
+        )
+        newly_lost = model.EMPTY
+        for member in self.departed:
+            newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
+        delay_ms = max(0, delay.deadline_ms - self.now_ms) if delay else 0
+        return model.Plan(
+            members=plans,
+            state=state,
+            protocol=protocol,
+            delay_ms=delay_ms,
+            next_round_at_ms=delay.deadline_ms if delay else None,
+            changed=frozenset(changed),
+            newly_assigned=newly,
+            newly_lost=newly_lost.intersection(self.configured),
+            unassigned=unassigned,
+        )
+
+    # -- eager ----------------------------------------------------------------------
+
+    def eager(self) -> model.Plan:
+        """Stop the world on any change, then assign from scratch."""
+        previous = self.previous
+        members = self.order
+        anything_held = any(self.held[m] for m in members)
+        joined = any(m not in previous.assignments for m in members)
+        union_c: set[str] = set()
+        union_t: set[str] = set()
+        for member in members:
+            union_c.update(self.current[member].connectors)
+            union_t.update(self.current[member].tasks)
+        config_changed = (
+            union_c != self.configured.connectors or union_t != self.configured.tasks
+        )
+        must_rebalance = (
+            previous.eager_revoking
+            or previous.protocol is not model.Protocol.EAGER
+            or bool(self.departed)
+            or joined
+            or config_changed
+            or previous.forgotten
+        )
+        empty: Holdings = {member: model.EMPTY for member in members}
+        if not must_rebalance:
+            return self._finish(model.Protocol.EAGER, dict(self.current), lost={}, delay=None)
+        if anything_held:
+            # Round one of two: everybody stops everything (the stop-the-world barrier).
+            return self._finish(model.Protocol.EAGER, empty, lost={}, delay=None,
+                                eager_revoking=True)
+        return self._finish(model.Protocol.EAGER, self._from_scratch(), lost={}, delay=None)
+
+    def _from_scratch(self) -> Holdings:
+        """Kafka's eager assignment: one iterator over sorted members, connectors then tasks."""
+        members = self.order
+        if not members:
+            return {}
+        connectors: dict[ids.WorkerId, list[str]] = {m: [] for m in members}
+        tasks: dict[ids.WorkerId, list[str]] = {m: [] for m in members}
+        position = 0
+        names = sorted(self.snapshot.connectors)
+        for name in names:
+            connectors[members[position % len(members)]].append(name)
+            position += 1
+        for name in names:
+            for number in range(self.snapshot.connectors[name]):
+                tasks[members[position % len(members)]].append(f"{name}-{number}")
+                position += 1
+        return {m: model.ConnectorsAndTasks.of(connectors[m], tasks[m]) for m in members}
+
+    # -- cooperative ------------------------------------------------------------------
+
+    def cooperative(self) -> model.Plan:
+        """Incremental cooperative rebalancing with deferred resolution of imbalance."""
+        previous = self.previous
+        configured = self.configured
+        twice, held_c, held_t = self._contested()
+        nxt: dict[ids.WorkerId, set[str]] = {}
+        nxt_c: dict[ids.WorkerId, set[str]] = {}
+        for member in self.order:
+            current = self.current[member]
+            keep_c = (current.connectors & configured.connectors) - twice
+            keep_t = (current.tasks & configured.tasks) - twice
+            nxt_c[member] = set(keep_c)
+            nxt[member] = set(keep_t)
+
+        # Lost work: what departed members held, still wanted and held by nobody.
+        lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+        for origin, resources in previous.lost.items():
+            lost[origin] = resources
+        for member in self.departed:
+            gone = previous.assignments.get(member, model.EMPTY).union(
+                previous.revoking.get(member, model.EMPTY)
+            )
+            lost[member] = lost.get(member, model.EMPTY).union(gone)
+        unaccounted_origin = ids.WorkerId("")
+        if previous.forgotten and previous.delay is not None:
+            # KIP-415: a new leader honours a delay in progress, and every resource
+            # it cannot account for is presumed lost (it may come back with its owner).
+            lost[unaccounted_origin] = model.ConnectorsAndTasks(
+                configured.connectors - held_c, configured.tasks - held_t
+            )
+        for origin in list(lost):
+            resources = lost[origin]
+            still = model.ConnectorsAndTasks(
+                (resources.connectors & configured.connectors) - held_c,
+                (resources.tasks & configured.tasks) - held_t,
+            )
+            if still:
+                lost[origin] = still
+            else:
+                del lost[origin]
+
+        if self.policy is model.Policy.KOOPER:
+            self._rule_returning_identity(lost, nxt_c, nxt)
+            self._rule_permanent_departure(lost)
+
+        delay, _released, candidate_grants = delays.resolve(
+            lost=lost,
+            previous=previous.delay,
+            departed_now=bool(self.departed),
+            max_delay_ms=self.snapshot.settings.max_delay_ms,
+            now_ms=self.now_ms,
+            policy=self.policy,
+            live=self.order,
+            empty_members=[
+                m for m in self.order if not nxt_c[m] and not nxt[m] and not self.held[m]
+            ],
+        )
+        for member, resources in candidate_grants.items():
+            nxt_c[member].update(resources.connectors)
+            nxt[member].update(resources.tasks)
+        if delay is None:
+            lost = {}  # placed this round: handed to candidates or balanced as free work
+        deferred = model.EMPTY
+        for resources in lost.values():
+            deferred = deferred.union(resources)
+
+        granted_c: set[str] = set()
+        granted_t: set[str] = set()
+        for resources in candidate_grants.values():
+            granted_c.update(resources.connectors)
+            granted_t.update(resources.tasks)
+        free_c = configured.connectors - held_c - deferred.connectors - granted_c
+        free_t = configured.tasks - held_t - deferred.tasks - granted_t
+        # Resources returned to their identity are already placed.
+        for member in self.order:
+            free_c -= nxt_c[member]
+            free_t -= nxt[member]
+
+        if self.order:
+            if self.policy is model.Policy.KOOPER:
+                self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=delay is None)
+            else:
+                self._balance_as_one_pool(nxt_c, nxt, free_c, free_t, balancing=delay is None)
+
+        result: Holdings = {
+            member: model.ConnectorsAndTasks(frozenset(nxt_c[member]), frozenset(nxt[member]))
+            for member in self.order
+        }
+        # Reuse the previous objects when nothing changed (cheap equality for the shell).
+        for member in self.order:
+            if result[member] == self.current[member]:
+                result[member] = self.current[member]
+        return self._finish(model.Protocol.COMPATIBLE, result, lost=lost, delay=delay)
+
+    # -- the kooper policy's rules ---------------------------------------------------
+
+    def _rule_returning_identity(
+        self,
+        lost: dict[ids.WorkerId, model.ConnectorsAndTasks],
+        nxt_c: dict[ids.WorkerId, set[str]],
+        nxt_t: dict[ids.WorkerId, set[str]],
+    ) -> None:
+        """A member back under its old name gets its lost work at once, no delay.
+
+        Kubernetes tells us what Kafka cannot: a StatefulSet pod that restarts keeps
+        its name, so the resources lost with its previous incarnation are its own.
+        """
+        for member in self.order:
+            own = lost.pop(member, None)
+            if own:
+                nxt_c[member].update(own.connectors)
+                nxt_t[member].update(own.tasks)
+
+    def _rule_permanent_departure(self, lost: dict[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
+        """Work of a member known not to return (scale-down) is reassigned now.
+
+        Waiting out the delay for a pod whose ordinal was scaled away only leaves
+        its work stopped; drop it from ``lost`` so it is balanced as free work.
+        """
+        for member in self.snapshot.departed_permanently:
+            lost.pop(member, None)
+
+    # -- balancing ---------------------------------------------------------------------
+
+    def _balance_separately(
+        self,
+        nxt_c: dict[ids.WorkerId, set[str]],
+        nxt_t: dict[ids.WorkerId, set[str]],
+        free_c: frozenset[str],
+        free_t: frozenset[str],
+        *,
+        balancing: bool,
+    ) -> None:
+        total_c = len(self.configured.connectors)
+        total_t = len(self.configured.tasks)
+        if balancing:
+            counts = balance.revocation_counts({m: len(nxt_c[m]) for m in self.order}, total_c)
+            for member, count in counts.items():
+                nxt_c[member].difference_update(balance.pick_last(nxt_c[member], count))
+            counts = balance.revocation_counts({m: len(nxt_t[m]) for m in self.order}, total_t)
+            for member, count in counts.items():
+                nxt_t[member].difference_update(balance.pick_spread_tasks(nxt_t[member], count))
+        balance.allocate(
+            sorted(free_c, key=model.resource_sort_key), nxt_c, total=total_c
+        )
+        if free_t:
+            ordered = sorted(free_t, key=model.resource_sort_key)
+            groups = {balance.task_group(task) for task in ordered}
+            balance.allocate(
+                ordered,
+                nxt_t,
+                total=total_t,
+                group_of=balance.task_group,
+                group_counts=balance.count_groups(nxt_t, groups),
+            )
+
+    def _balance_as_one_pool(
+        self,
+        nxt_c: dict[ids.WorkerId, set[str]],
+        nxt_t: dict[ids.WorkerId, set[str]],
+        free_c: frozenset[str],
+        free_t: frozenset[str],
+        *,
+        balancing: bool,
+    ) -> None:
+        total = len(self.configured)
+        pool = {m: nxt_c[m] | nxt_t[m] for m in self.order}
+        if balancing:
+            counts = balance.revocation_counts({m: len(pool[m]) for m in self.order}, total)
+            for member, count in counts.items():
+                for resource in balance.pick_last(pool[member], count):
+                    pool[member].discard(resource)
+                    nxt_c[member].discard(resource)
+                    nxt_t[member].discard(resource)
+        # KIP-415's tables hand out tasks before connector instances.
+        ordered = [
+            *sorted(free_t, key=model.resource_sort_key),
+            *sorted(free_c, key=model.resource_sort_key),
+        ]
+        given = balance.allocate(ordered, pool, total=total)
+        for member, resources in given.items():
+            for resource in resources:
+                (nxt_c if resource in free_c else nxt_t)[member].add(resource)
+
+
+def replace_settings(snapshot: model.Snapshot, **changes: object) -> model.Snapshot:
+    """A copy of ``snapshot`` with some settings changed (a convenience for callers)."""
+    return dataclasses.replace(
+        snapshot, settings=dataclasses.replace(snapshot.settings, **changes)  # type: ignore[arg-type]
+    )

@@ -1,0 +1,171 @@
+"""Load arithmetic: who should hold how many, what to revoke, where free work goes.
+
+Pure functions over plain sets. The assignor calls them once per resource class:
+under the ``kooper`` policy connectors and tasks are balanced separately (each
+differs by at most one between members) and a connector's tasks are spread over
+members before any member gets a second one (the defect KAFKA-17049 reports);
+under ``kip415`` connectors and tasks are one pool, as the KIP's tables count them.
+
+Targets. ``N`` resources over ``k`` members: everyone ends with ``lo = N // k`` or
+``hi = lo + 1``, and exactly ``N % k`` members with ``hi``. Revocation keeps the
+heaviest members at ``hi`` (fewest moves); allocation hands the ``hi`` slots out
+lazily, so the spreading rule can choose who gets them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+
+from kooper.core import ids, model
+
+
+def targets(total: int, members: int) -> tuple[int, int, int]:
+    """``(lo, hi, extra)``: everyone holds ``lo`` or ``hi``; ``extra`` members hold ``hi``."""
+    if members <= 0:
+        return (0, 0, 0)
+    lo, extra = divmod(total, members)
+    return (lo, lo + 1 if extra else lo, extra)
+
+
+def revocation_counts(loads: Mapping[ids.WorkerId, int], total: int) -> dict[ids.WorkerId, int]:
+    """How many resources each member must give up for the group to end balanced.
+
+    The heaviest members keep the ``hi`` slots, so the number of moves is the
+    minimum balance requires. Members at or under their target give up nothing.
+    """
+    lo, hi, extra = targets(total, len(loads))
+    order = sorted(loads, key=lambda member: (-loads[member], member))
+    counts: dict[ids.WorkerId, int] = {}
+    for rank, member in enumerate(order):
+        target = hi if rank < extra else lo
+        if loads[member] > target:
+            counts[member] = loads[member] - target
+    return counts
+
+
+def pick_last(resources: Iterable[str], count: int) -> list[str]:
+    """The ``count`` resources that come last in KIP-415 order (keep the first ones)."""
+    ordered = sorted(resources, key=model.resource_sort_key)
+    return ordered[len(ordered) - count :] if count > 0 else []
+
+
+def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
+    """``count`` tasks to revoke, taken from the connectors this member holds most of.
+
+    Revoking from the most-concentrated connector first makes every revocation
+    also improve the spread of that connector's tasks over the group.
+    """
+    by_connector: dict[str, list[int]] = defaultdict(list)
+    for task in tasks:
+        connector, _, number = task.rpartition("-")
+        by_connector[connector].append(int(number))
+    heap = [(-len(numbers), connector) for connector, numbers in by_connector.items()]
+    heapq.heapify(heap)
+    for numbers in by_connector.values():
+        numbers.sort()
+    chosen: list[str] = []
+    while len(chosen) < count and heap:
+        size, connector = heapq.heappop(heap)
+        numbers = by_connector[connector]
+        chosen.append(f"{connector}-{numbers.pop()}")
+        if numbers:
+            heapq.heappush(heap, (size + 1, connector))
+    return chosen
+
+
+GroupKey = Callable[[str], str]
+"""Maps a resource to its spreading group (a task's connector), or to ``""``: no spreading."""
+
+
+def allocate(
+    free: Sequence[str],
+    holdings: MutableMapping[ids.WorkerId, set[str]],
+    *,
+    total: int,
+    group_of: GroupKey | None = None,
+    group_counts: Mapping[str, Counter[ids.WorkerId]] | None = None,
+) -> dict[ids.WorkerId, list[str]]:
+    """Hand out ``free`` resources in order, keeping the group as balanced as it can be.
+
+    Each resource goes to an eligible member (under ``lo``, or under ``hi`` while
+    ``hi`` slots remain) with, first, the fewest resources of the same spreading
+    group (when ``group_of`` is given), then the lowest load, then the smallest
+    id. If nobody is eligible (loads above target while a delay defers balancing)
+    the least-loaded member takes it. ``holdings`` is updated in place;
+    ``group_counts`` (group -> member -> count) describes the current holdings.
+    """
+    given: dict[ids.WorkerId, list[str]] = defaultdict(list)
+    if not holdings or not free:
+        return dict(given)
+    lo, hi, extra = targets(total, len(holdings))
+    load = {member: len(held) for member, held in holdings.items()}
+    at_hi = sum(1 for value in load.values() if value >= hi > lo)
+    heap = [(value, member) for member, value in load.items()]
+    heapq.heapify(heap)
+    counts: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+    if group_counts:
+        for group, counter in group_counts.items():
+            counts[group] = Counter(counter)
+
+    def cap() -> int:
+        return hi if at_hi < extra else lo
+
+    for resource in free:
+        group = group_of(resource) if group_of else ""
+        holders = counts[group] if group else None
+        chosen: ids.WorkerId | None = None
+        skipped: list[tuple[int, ids.WorkerId]] = []
+        limit = cap()
+        while heap:
+            value, member = heap[0]
+            if value != load[member]:
+                heapq.heappop(heap)  # stale entry
+                continue
+            if value >= limit:
+                break
+            heapq.heappop(heap)
+            if holders and holders.get(member, 0) > 0:
+                skipped.append((value, member))
+                continue
+            chosen = member
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        if chosen is None and holders:
+            eligible = [m for m in holders if holders[m] > 0 and load[m] < limit]
+            if eligible:
+                chosen = min(eligible, key=lambda m: (holders[m], load[m], m))
+        if chosen is None:
+            chosen = min(load, key=lambda m: (load[m], m))
+        holdings[chosen].add(resource)
+        given[chosen].append(resource)
+        load[chosen] += 1
+        if hi > lo and load[chosen] == hi:
+            at_hi += 1
+        heapq.heappush(heap, (load[chosen], chosen))
+        if holders is not None:
+            holders[chosen] += 1
+    return dict(given)
+
+
+def task_group(task: str) -> str:
+    """The spreading group of a task: its connector."""
+    return task.rpartition("-")[0]
+
+
+def count_groups(
+    holdings: Mapping[ids.WorkerId, Iterable[str]], groups: Iterable[str]
+) -> dict[str, Counter[ids.WorkerId]]:
+    """For each group of interest, how many of its tasks each member holds."""
+    wanted = set(groups)
+    counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
+    if not wanted:
+        return counts
+    for member, tasks in holdings.items():
+        for task in tasks:
+            group = task.rpartition("-")[0]
+            if group in wanted:
+                counts[group][member] += 1
+    return counts

@@ -1,0 +1,364 @@
+"""Replay a scenario through the real ``plan`` with a virtual clock (``kooper replay``).
+
+A scenario is data (``docs/scenarios.md``): the group's settings, its connectors,
+the initial workers with what they own, and a list of rounds. Each round applies
+its ``before`` events, then makes exactly one ``plan`` call; between rounds every
+member applies its assignment (stops what was revoked, starts what was
+assigned), the way Kafka's own assignor tests drive the assignor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kooper.core import assignor, errors, ids, model
+
+
+class ScenarioError(errors.KooperError):
+    """A scenario file that cannot be replayed; the message names the field and round."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberRound:
+    """One member's result in one round."""
+
+    assigned: model.ConnectorsAndTasks
+    revoked: model.ConnectorsAndTasks
+    delay_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RoundResult:
+    """What one ``plan`` call returned, in the scenario's terms."""
+
+    round: int
+    now_ms: int
+    protocol: model.Protocol
+    generation: int
+    members: Mapping[str, MemberRound]
+    expect: Mapping[str, Any] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Summary:
+    """Totals over a replay."""
+
+    rounds: int
+    moves: int
+    unassigned_ms: int
+    """Resource-milliseconds during which a configured resource was assigned to nobody."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Replay:
+    """A whole replay: every round, then the totals."""
+
+    rounds: Sequence[RoundResult]
+    summary: Summary
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def _where(round_no: int | None, field: str) -> str:
+    return f"{field}" if round_no is None else f"round {round_no}: {field}"
+
+
+def _expect_type(value: object, kind: type | tuple[type, ...], where: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ScenarioError(f"{where}: expected {names}, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object, where: str, *, minimum: int = 0) -> int:
+    number = _expect_type(value, int, where)
+    if number < minimum:
+        raise ScenarioError(f"{where}: must be >= {minimum}, got {number}")
+    return int(number)
+
+
+def _names(value: object, where: str) -> list[str]:
+    items = _expect_type(value, list, where)
+    for index, item in enumerate(items):
+        _expect_type(item, str, f"{where}[{index}]")
+    return list(items)
+
+
+def parse_resources(value: object, where: str) -> model.ConnectorsAndTasks:
+    """``{"connectors": [...], "tasks": [...]}`` (either key may be omitted)."""
+    body = _expect_type(value, dict, where)
+    unknown = set(body) - {"connectors", "tasks"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    connectors = _names(body.get("connectors", []), f"{where}.connectors")
+    tasks = _names(body.get("tasks", []), f"{where}.tasks")
+    for task in tasks:
+        if not model.task_connector(task) or not task.rpartition("-")[2].isdigit():
+            raise ScenarioError(f"{where}.tasks: {task!r} is not a task id like 'A-0'")
+    return model.ConnectorsAndTasks.of(connectors, tasks)
+
+
+def _protocols(value: object, where: str) -> frozenset[model.Protocol]:
+    names = _names(value, where)
+    try:
+        return frozenset(model.Protocol(name) for name in names)
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: {exc}") from exc
+
+
+def _enum(enum: Callable[[str], Any], value: object, where: str) -> Any:
+    try:
+        return enum(_expect_type(value, str, where))
+    except ValueError as exc:
+        raise ScenarioError(f"{where}: {exc}") from exc
+
+
+# -- the virtual group ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Group:
+    settings: model.Settings
+    connectors: dict[str, int]
+    members: dict[ids.WorkerId, model.Member]
+    state: model.PlanState
+    permanent: set[ids.WorkerId] = dataclasses.field(default_factory=set)
+    now_ms: int = 0
+    incarnations: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def join(self, worker: str, owned: model.ConnectorsAndTasks,
+             protocols: frozenset[model.Protocol]) -> None:
+        count = self.incarnations.get(worker, 0) + 1
+        self.incarnations[worker] = count
+        wid = ids.WorkerId(worker)
+        self.permanent.discard(wid)
+        self.members[wid] = model.Member(
+            id=wid, owned=owned, generation=-1, protocols=protocols, incarnation=str(count)
+        )
+
+
+def _apply_event(group: _Group, event: object, where: str) -> None:
+    body = _expect_type(event, dict, where)
+    kind = _expect_type(body.get("type"), str, f"{where}.type")
+    default_protocols = frozenset(model.Protocol)
+    if kind == "worker_join":
+        worker = _expect_type(body.get("worker"), str, f"{where}.worker")
+        if ids.WorkerId(worker) in group.members:
+            raise ScenarioError(f"{where}: worker {worker!r} is already a member")
+        owned = parse_resources(body.get("owned", {}), f"{where}.owned")
+        protocols = (
+            _protocols(body["protocols"], f"{where}.protocols")
+            if "protocols" in body
+            else default_protocols
+        )
+        group.join(worker, owned, protocols)
+    elif kind in ("worker_leave", "worker_scaled_down"):
+        worker = _expect_type(body.get("worker"), str, f"{where}.worker")
+        if ids.WorkerId(worker) not in group.members:
+            raise ScenarioError(f"{where}: worker {worker!r} is not a member")
+        del group.members[ids.WorkerId(worker)]
+        if kind == "worker_scaled_down":
+            group.permanent.add(ids.WorkerId(worker))
+    elif kind == "advance_time":
+        if body.get("to") == "deadline":
+            if group.state.delay is None:
+                raise ScenarioError(f"{where}: no delay is pending to advance to")
+            group.now_ms = max(group.now_ms, group.state.delay.deadline_ms)
+        else:
+            group.now_ms += _int(body.get("ms"), f"{where}.ms")
+    elif kind == "leader_change":
+        # The kooper policy persists its state (WorkerGroup status): a new leader
+        # continues it. Under kip415 a new leader knows only the pending delay.
+        if group.settings.policy is model.Policy.KIP415:
+            group.state = assignor.forget(group.state)
+    elif kind in ("connector_add", "connector_tasks"):
+        name = _expect_type(body.get("connector"), str, f"{where}.connector")
+        if kind == "connector_add" and name in group.connectors:
+            raise ScenarioError(f"{where}: connector {name!r} already exists")
+        if kind == "connector_tasks" and name not in group.connectors:
+            raise ScenarioError(f"{where}: connector {name!r} does not exist")
+        group.connectors[name] = _int(body.get("tasks"), f"{where}.tasks")
+    elif kind == "connector_remove":
+        name = _expect_type(body.get("connector"), str, f"{where}.connector")
+        if group.connectors.pop(name, None) is None:
+            raise ScenarioError(f"{where}: connector {name!r} does not exist")
+    else:
+        raise ScenarioError(f"{where}.type: unknown event type {kind!r}")
+
+
+def _settle(group: _Group, plan: model.Plan) -> None:
+    """Every member applies its assignment and reports it (between two rounds)."""
+    for member, part in plan.members.items():
+        current = group.members[member]
+        group.members[member] = dataclasses.replace(
+            current, owned=part.assigned, generation=part.generation
+        )
+
+
+def replay(scenario: Mapping[str, Any]) -> Replay:
+    """Run a scenario; raise ``ScenarioError`` naming the first bad field."""
+    body = _expect_type(scenario, dict, "scenario")
+    known = {"policy", "protocol", "max_delay_ms", "connectors", "workers", "rounds", "name",
+             "description"}
+    unknown = set(body) - known
+    if unknown:
+        raise ScenarioError(f"unknown top-level field {sorted(unknown)[0]!r}")
+    settings = model.Settings(
+        protocol=_enum(model.Protocol, body.get("protocol", "compatible"), "protocol"),
+        policy=_enum(model.Policy, body.get("policy", "kooper"), "policy"),
+        max_delay_ms=_int(body.get("max_delay_ms", 300_000), "max_delay_ms"),
+    )
+    connectors = {
+        _expect_type(name, str, "connectors"): _int(count, f"connectors.{name}")
+        for name, count in _expect_type(body.get("connectors", {}), dict, "connectors").items()
+    }
+    group = _Group(settings, connectors, {}, model.PlanState(forgotten=True))
+    for worker, spec in _expect_type(body.get("workers", {}), dict, "workers").items():
+        spec_body = _expect_type(spec, dict, f"workers.{worker}")
+        protocols = (
+            _protocols(spec_body.pop("protocols"), f"workers.{worker}.protocols")
+            if "protocols" in spec_body
+            else frozenset(model.Protocol)
+        )
+        group.join(worker, parse_resources(spec_body, f"workers.{worker}"), protocols)
+    rounds = _expect_type(body.get("rounds"), list, "rounds")
+    if not rounds:
+        raise ScenarioError("rounds: a scenario needs at least one round")
+
+    results: list[RoundResult] = []
+    last_owner: dict[str, str] = {}
+    for resources_member in group.members.values():
+        for resource in (*resources_member.owned.connectors, *resources_member.owned.tasks):
+            last_owner[resource] = resources_member.id
+    moves = 0
+    unassigned_ms = 0
+    previous_unassigned = 0
+    previous_now = 0
+    for index, round_spec in enumerate(rounds, start=1):
+        where = f"round {index}"
+        round_body = _expect_type(round_spec, dict, where)
+        unknown = set(round_body) - {"before", "expect", "note"}
+        if unknown:
+            raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        for number, event in enumerate(_expect_type(round_body.get("before", []), list,
+                                                    f"{where}.before")):
+            _apply_event(group, event, f"{where}.before[{number}]")
+        unassigned_ms += previous_unassigned * (group.now_ms - previous_now)
+        snapshot = model.Snapshot(
+            connectors=dict(group.connectors),
+            members=dict(group.members),
+            settings=group.settings,
+            departed_permanently=frozenset(group.permanent),
+        )
+        plan = assignor.plan(snapshot, group.state, now_ms=group.now_ms)
+        for member, resources in plan.newly_assigned.items():
+            for resource in (*resources.connectors, *resources.tasks):
+                if last_owner.get(resource, member) != member:
+                    moves += 1
+                last_owner[resource] = member
+        expect = round_body.get("expect")
+        if expect is not None:
+            _expect_type(expect, dict, f"{where}.expect")
+        results.append(
+            RoundResult(
+                round=index,
+                now_ms=group.now_ms,
+                protocol=plan.protocol,
+                generation=plan.state.generation,
+                members={
+                    member: MemberRound(part.assigned, part.revoked, plan.delay_ms)
+                    for member, part in plan.members.items()
+                },
+                expect=expect,
+            )
+        )
+        group.state = plan.state
+        _settle(group, plan)
+        previous_unassigned = len(plan.unassigned)
+        previous_now = group.now_ms
+    return Replay(results, Summary(len(results), moves, unassigned_ms))
+
+
+# -- checking and printing ------------------------------------------------------------------
+
+
+def check(result: Replay) -> list[str]:
+    """Every difference between the rounds and their ``expect`` blocks, as sentences."""
+    problems: list[str] = []
+    for round_result in result.rounds:
+        if not round_result.expect:
+            continue
+        for member, wanted in round_result.expect.items():
+            where = f"round {round_result.round}: {member}"
+            got = round_result.members.get(member)
+            if got is None:
+                problems.append(f"{where}: expected a member, but it is not in the group")
+                continue
+            _expect_type(wanted, dict, f"round {round_result.round}.expect.{member}")
+            for field in ("assigned", "revoked"):
+                if field in wanted:
+                    expected = parse_resources(wanted[field], f"{where}.{field}")
+                    actual = got.assigned if field == "assigned" else got.revoked
+                    if expected != actual:
+                        problems.append(
+                            f"{where} {field}: expected {expected.sorted()}, got {actual.sorted()}"
+                        )
+            if "delay_ms" in wanted and wanted["delay_ms"] != got.delay_ms:
+                problems.append(
+                    f"{where} delay_ms: expected {wanted['delay_ms']}, got {got.delay_ms}"
+                )
+    return problems
+
+
+def _resources_json(resources: model.ConnectorsAndTasks) -> dict[str, list[str]]:
+    return {
+        "connectors": sorted(resources.connectors, key=model.resource_sort_key),
+        "tasks": sorted(resources.tasks, key=model.resource_sort_key),
+    }
+
+
+def to_json(result: Replay) -> dict[str, Any]:
+    """The ``--format json`` document."""
+    return {
+        "rounds": [
+            {
+                "round": r.round,
+                "now_ms": r.now_ms,
+                "protocol": str(r.protocol),
+                "generation": r.generation,
+                "members": {
+                    member: {
+                        "assigned": _resources_json(part.assigned),
+                        "revoked": _resources_json(part.revoked),
+                        "delay_ms": part.delay_ms,
+                    }
+                    for member, part in sorted(r.members.items())
+                },
+            }
+            for r in result.rounds
+        ],
+        "summary": dataclasses.asdict(result.summary),
+    }
+
+
+def to_table(result: Replay) -> str:
+    """The ``--format table`` text: one block per round, then the summary."""
+    lines: list[str] = []
+    width = max((len(m) for r in result.rounds for m in r.members), default=6)
+    for r in result.rounds:
+        lines.append(
+            f"round {r.round}  t={r.now_ms}ms  protocol={r.protocol}  generation={r.generation}"
+        )
+        for member, part in sorted(r.members.items()):
+            assigned = ", ".join(part.assigned.sorted()) or "-"
+            revoked = ", ".join(part.revoked.sorted()) or "-"
+            lines.append(
+                f"  {member:<{width}}  delay={part.delay_ms:>7}ms  "
+                f"assigned: [{assigned}]  revoked: [{revoked}]"
+            )
+    s = result.summary
+    lines.append(f"summary: rounds={s.rounds} moves={s.moves} unassigned_ms={s.unassigned_ms}")
+    return "\n".join(lines)
