@@ -61,17 +61,20 @@ def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
     for task in tasks:
         connector, _, number = task.rpartition("-")
         by_connector[connector].append(int(number))
-    heap = [(-len(numbers), connector) for connector, numbers in by_connector.items()]
+    # Ties go to the connector that sorts last, so a member keeps the resources
+    # that come first in KIP-415 order (as the KIP's tables do).
+    names = sorted(by_connector, reverse=True)
+    heap = [(-len(by_connector[name]), rank) for rank, name in enumerate(names)]
     heapq.heapify(heap)
     for numbers in by_connector.values():
         numbers.sort()
     chosen: list[str] = []
     while len(chosen) < count and heap:
-        size, connector = heapq.heappop(heap)
-        numbers = by_connector[connector]
-        chosen.append(f"{connector}-{numbers.pop()}")
+        size, rank = heapq.heappop(heap)
+        numbers = by_connector[names[rank]]
+        chosen.append(f"{names[rank]}-{numbers.pop()}")
         if numbers:
-            heapq.heappush(heap, (size + 1, connector))
+            heapq.heappush(heap, (size + 1, rank))
     return chosen
 
 
