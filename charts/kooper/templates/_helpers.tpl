@@ -1,0 +1,124 @@
+{{/*
+Names and labels. Kubernetes names and label values are limited to 63 characters
+(DNS-1123 labels), so every generated name is truncated to 63 and stripped of a
+trailing "-" that truncation may leave behind.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "kooper.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The fully qualified app name: fullnameOverride, else "<release>-<chart>", or just
+the release name when it already contains the chart name (release "kooper" gives
+"kooper", not "kooper-kooper").
+*/}}
+{{- define "kooper.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A name with a suffix ("<fullname>-<suffix>"): the fullname is cut first so the
+suffix survives truncation and two components never collide.
+*/}}
+{{- define "kooper.suffixed" -}}
+{{- $suffix := index . 1 -}}
+{{- $base := include "kooper.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s-%s" $base $suffix -}}
+{{- end -}}
+
+{{/* chart label value: "<name>-<version>", "+" is not allowed in label values. */}}
+{{- define "kooper.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object of the release, without the component. */}}
+{{- define "kooper.commonLabels" -}}
+helm.sh/chart: {{ include "kooper.chart" . }}
+app.kubernetes.io/name: {{ include "kooper.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kooper
+{{- end -}}
+
+{{/* Labels of the operator's objects. */}}
+{{- define "kooper.labels" -}}
+{{ include "kooper.commonLabels" . }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* Labels of the objects that member pods use (worker ServiceAccount, Role, policy). */}}
+{{- define "kooper.workerLabels" -}}
+{{ include "kooper.commonLabels" . }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{/* Labels of the CRDs. */}}
+{{- define "kooper.crdLabels" -}}
+{{ include "kooper.commonLabels" . }}
+app.kubernetes.io/component: crd
+{{- end -}}
+
+{{/* Labels that select the operator pod (never change them: selectors are immutable). */}}
+{{- define "kooper.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kooper.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* The operator's service account name. */}}
+{{- define "kooper.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kooper.fullname" .) .Values.serviceAccount.name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespaces where member pods run (workers.namespaces, or the release namespace). */}}
+{{- define "kooper.workerNamespaces" -}}
+{{- if .Values.workers.namespaces -}}
+{{- toJson .Values.workers.namespaces -}}
+{{- else -}}
+{{- toJson (list .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator image reference: a digest wins over a tag. */}}
+{{- define "kooper.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The value of `kooper run --namespace`: one namespace, or "all". */}}
+{{- define "kooper.watchNamespace" -}}
+{{- default "all" .Values.operator.watchNamespace -}}
+{{- end -}}
+
+{{/* Contradictory values fail the render with a message (values.schema.json catches the rest). */}}
+{{- define "kooper.validateValues" -}}
+{{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" -}}
+{{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes that Service" -}}
+{{- end -}}
+{{- if eq (int .Values.operator.healthPort) (int .Values.metrics.port) -}}
+{{- fail "operator.healthPort and metrics.port must differ: the operator serves /healthz and /metrics on separate ports" -}}
+{{- end -}}
+{{- end -}}
