@@ -25,6 +25,9 @@ REPORT_ANNOTATION = "kooper.dev/report"
 MAX_REPORT_BYTES = 256 * 1024
 """Reports larger than this are rejected unread (a Lease is not a database)."""
 
+MAX_ASSIGNMENT_BYTES = 1_000_000
+"""An encoded assignment must fit a ConfigMap (1 MiB for all keys, with room for metadata)."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Assignment:
@@ -49,6 +52,8 @@ class Assignment:
     """Per assigned connector (of the instance or of any of its tasks), its ``config``."""
     states: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Per connector, its desired state when not ``running`` (``paused``)."""
+    policy: str = ""
+    """The group's assignment policy (``kooper`` | ``kip415``), for the workers' event log."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

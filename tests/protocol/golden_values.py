@@ -1,0 +1,93 @@
+"""The messages the golden vectors under ``golden/`` stand for (one entry per file)."""
+
+from kooper.core import model
+from kooper.protocol import messages
+
+CAT = model.ConnectorsAndTasks.of
+
+GOLDEN: dict[str, messages.Assignment | messages.Report] = {
+    "v1/assignment_full.json": messages.Assignment(
+        group="connect",
+        member="workers-0",
+        generation=7,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=CAT(["A", "my-conn-2"], ["A-0", "A-2", "A-10", "my-conn-2-0", "B-1"]),
+        revoked=CAT(["C"], ["A-1", "C-0"]),
+        delay_ms=120_000,
+        leader="kooper-operator-7d9f/1a2b",
+        epochs={"A": 3, "A-0": 1, "A-10": 5, "B-1": 2, "my-conn-2-0": 1},
+        configs={
+            "A": {"connector.class": "counter", "topic": "orders"},
+            "B": {"connector.class": "sleep"},
+            "my-conn-2": {"note": "caf\u00e9 \u2615"},
+        },
+        states={"B": "paused"},
+        policy="kooper",
+    ),
+    "v1/assignment_eager_revoke_all.json": messages.Assignment(
+        group="connect",
+        member="workers-3",
+        generation=8,
+        protocol=model.Protocol.EAGER,
+        assigned=model.EMPTY,
+        revoked=CAT(["A"], ["A-0", "A-1"]),
+    ),
+    "v1/report_full.json": messages.Report(
+        member="workers-0",
+        incarnation="5c1e0a77",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=7,
+        owned=CAT(["A"], ["A-0", "A-2", "A-10", "B-1"]),
+        failed={"A-2": "on_assigned timed out after 10.0s"},
+        fenced=False,
+    ),
+    "v1/report_fenced.json": messages.Report(
+        member="workers-2",
+        incarnation="0b8d33f1",
+        protocols=frozenset({model.Protocol.EAGER}),
+        generation=5,
+        fenced=True,
+    ),
+    "v1/assignment_minimal.json": messages.Assignment(
+        group="connect",
+        member="workers-0",
+        generation=1,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=model.EMPTY,
+    ),
+    "v1/report_minimal.json": messages.Report(
+        member="workers-0",
+        incarnation="",
+        protocols=frozenset({model.Protocol.EAGER}),
+        generation=-1,
+    ),
+    # Written by a hypothetical newer writer: extra fields everywhere, a protocol we
+    # do not know in the report. A v1 reader must accept them and ignore the extras.
+    "v2/assignment_extra_fields.json": messages.Assignment(
+        group="connect",
+        member="workers-1",
+        generation=12,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=CAT(["B"], ["B-0", "B-2"]),
+        revoked=CAT([], ["A-1"]),
+        leader="kooper-operator-7d9f/1a2b",
+        epochs={"B": 4, "B-0": 1, "B-2": 2},
+        configs={"B": {"topics": "orders"}},
+        policy="kooper",
+    ),
+    "v2/report_extra_fields.json": messages.Report(
+        member="workers-1",
+        incarnation="3f2a9c10",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=11,
+        owned=CAT(["B"], ["A-1", "B-0"]),
+    ),
+}
+
+ENCODER_OUTPUT = (
+    "v1/assignment_full.json",
+    "v1/assignment_eager_revoke_all.json",
+    "v1/report_full.json",
+    "v1/report_fenced.json",
+)
+"""Golden files that are byte-for-byte what the current encoder writes."""
