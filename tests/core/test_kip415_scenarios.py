@@ -1,0 +1,117 @@
+"""KIP-415's scenario tables, replayed through the real assignor with ``--check``."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kooper import cli
+from kooper.core import replay
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+KIP415 = sorted((SCENARIOS / "kip415").glob("*.json"))
+KOOPER = sorted((SCENARIOS / "kooper").glob("*.json"))
+
+
+def test_every_kip415_table_has_a_scenario_file():
+    names = {path.stem for path in KIP415}
+    assert names >= {
+        "first_member_joins",
+        "non_first_member_joins",
+        "worker_leaves",
+        "worker_bounces",
+        "leader_leaves",
+        "leader_bounces",
+    }
+
+
+@pytest.mark.parametrize("path", KIP415 + KOOPER, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_scenario_replays_exactly_as_its_table_says(path: Path):
+    scenario = json.loads(path.read_text())
+    result = replay.replay(scenario)
+    assert replay.check(result) == []
+    assert all(r.expect for r in result.rounds), "every round of a golden scenario is checked"
+
+
+@pytest.mark.parametrize("path", KIP415 + KOOPER, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_replay_check_command_exits_zero_on_golden_scenarios(path: Path, capsys):
+    assert cli.main(["replay", str(path), "--check"]) == 0
+
+
+def _run(name: str, policy: str) -> replay.Replay:
+    scenario = json.loads((SCENARIOS / "kip415" / f"{name}.json").read_text())
+    scenario["policy"] = policy
+    for round_ in scenario["rounds"]:
+        round_.pop("expect", None)
+        for event in round_.get("before", []):
+            if event.get("to") == "deadline":
+                event.pop("to")
+                event["ms"] = scenario["max_delay_ms"]
+    return replay.replay(scenario)
+
+
+def test_bounced_worker_gets_its_work_back_at_once_under_kooper_but_waits_under_kip415():
+    kip = _run("worker_bounces", "kip415")
+    koo = _run("worker_bounces", "kooper")
+    # Round 3 is W2 rejoining within the delay.
+    assert kip.rounds[2].members["W2"].assigned.sorted() == []
+    assert kip.rounds[2].members["W2"].delay_ms > 0
+    assert koo.rounds[2].members["W2"].assigned.sorted() == ["A-1", "B"]
+    assert koo.rounds[2].members["W2"].delay_ms == 0
+    assert koo.summary.unassigned_ms < kip.summary.unassigned_ms
+
+
+def test_leader_bounce_restores_the_original_assignment_under_kooper():
+    koo = _run("leader_bounces", "kooper")
+    final = {m: r.assigned.sorted() for m, r in koo.rounds[-1].members.items()}
+    assert final == {"W1": ["A", "A-0"], "W2": ["A-1", "B"], "W3": ["B-0"]}
+    assert koo.summary.moves == 0
+
+
+def test_malformed_scenario_gets_one_clear_line_and_exit_2(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"connectors": {"A": 1}, "rounds": [{"before": [{"type": "x"}]}]}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kooper.cli", "replay", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "round 1.before[0].type: unknown event type 'x'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"rounds": []}, "rounds: a scenario needs at least one round"),
+        ({"policy": "nope", "rounds": [{}]}, "policy:"),
+        ({"connectors": {"A": -1}, "rounds": [{}]}, "connectors.A: must be >= 0"),
+        ({"rounds": [{"before": [{"type": "worker_leave", "worker": "W9"}]}]}, "not a member"),
+        ({"workers": {"W1": {"tasks": ["nodash"]}}, "rounds": [{}]}, "is not a task id"),
+        ({"rounds": [{"expect": {}, "typo": 1}]}, "round 1: unknown field 'typo'"),
+    ],
+)
+def test_scenario_errors_name_the_field_and_round(document, message):
+    with pytest.raises(replay.ScenarioError, match=message.replace(".", r"\.")):
+        replay.replay(document)
+
+
+def test_check_names_the_mismatch():
+    scenario = json.loads((SCENARIOS / "kip415" / "first_member_joins.json").read_text())
+    scenario["rounds"][0]["expect"]["W1"]["delay_ms"] = 5
+    problems = replay.check(replay.replay(scenario))
+    assert problems == ["round 1: W1 delay_ms: expected 5, got 0"]
+
+
+def test_json_format_has_rounds_and_summary(capsys):
+    path = SCENARIOS / "kip415" / "worker_leaves.json"
+    assert cli.main(["replay", str(path), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["summary"]["rounds"] == 3
+    assert document["summary"]["moves"] == 2
+    assert document["rounds"][1]["members"]["W1"]["delay_ms"] == 300000
