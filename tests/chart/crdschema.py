@@ -1,0 +1,102 @@
+"""Our CRDs' OpenAPI schemas, offline: structural defaulting, JSON-schema checks and CEL rules.
+
+The API server does three things with a custom resource: it applies the schema's
+``default`` values, validates the result against ``openAPIV3Schema``, and runs the
+``x-kubernetes-validations`` CEL rules. This module does the same with
+``jsonschema`` and ``cel-python`` so the examples and hand-made bad objects can be
+checked without a cluster. It knows only what our CRDs use.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import celpy
+import jsonschema
+
+
+def version_schema(crd: dict[str, Any], version: str = "v1alpha1") -> dict[str, Any]:
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version:
+            schema: dict[str, Any] = entry["schema"]["openAPIV3Schema"]
+            return schema
+    raise KeyError(version)
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Structural defaulting as the API server does it: absent properties get their default."""
+    value = copy.deepcopy(value)
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                value[key] = apply_defaults(sub, value[key])
+    elif isinstance(value, list) and "items" in schema:
+        value = [apply_defaults(schema["items"], item) for item in value]
+    return value
+
+
+def schema_errors(schema: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    """JSON-schema violations (x-kubernetes-* keywords are ignored by jsonschema)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    return [
+        f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(obj)
+    ]
+
+
+def rules(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every CEL rule with the path of the node it sits on (``spec.selector``)."""
+    for rule in schema.get("x-kubernetes-validations", []):
+        yield path or "<root>", rule
+    for key, sub in schema.get("properties", {}).items():
+        yield from rules(sub, f"{path}.{key}" if path else key)
+    if "items" in schema:
+        yield from rules(schema["items"], f"{path}[]")
+
+
+def _values_at(schema: dict[str, Any], value: Any) -> Iterator[tuple[dict[str, Any], Any]]:
+    yield schema, value
+    if isinstance(value, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                yield from _values_at(sub, value[key])
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            yield from _values_at(schema["items"], item)
+
+
+_ENV = celpy.Environment()
+
+
+def eval_cel(expression: str, activation: dict[str, Any]) -> bool:
+    """Evaluate one CEL expression; an evaluation error counts as a failed rule (as in the API server)."""
+    program = _ENV.program(_ENV.compile(expression))
+    result = program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    if isinstance(result, celpy.CELEvalError):
+        return False
+    return bool(result)
+
+
+def cel_errors(schema: dict[str, Any], obj: dict[str, Any]) -> list[str]:
+    """Messages of the CEL rules that fail on ``obj`` (already defaulted)."""
+    failed = []
+    for node, value in _values_at(schema, obj):
+        for rule in node.get("x-kubernetes-validations", []):
+            try:
+                ok = eval_cel(rule["rule"], {"self": value})
+            except celpy.CELEvalError:
+                ok = False
+            if not ok:
+                failed.append(rule.get("message", rule["rule"]))
+    return failed
+
+
+def admit(crd: dict[str, Any], obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Default, then validate like the API server: (the stored object, the errors)."""
+    schema = version_schema(crd)
+    stored = apply_defaults(schema, obj)
+    return stored, schema_errors(schema, stored) + cel_errors(schema, stored)

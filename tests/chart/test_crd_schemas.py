@@ -1,0 +1,161 @@
+"""The CRDs: Kubernetes accepts them, they follow the contract, and their rules bite."""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+
+from tests.chart import conftest, crdschema
+
+
+def wg(**spec):
+    base = {"selector": {"matchLabels": {"app": "w"}}}
+    base.update(spec)
+    return {"apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
+            "metadata": {"name": "g", "namespace": "n"}, "spec": base}
+
+
+def conn(**spec):
+    base = {"workerGroup": "g"}
+    base.update(spec)
+    return {"apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": "c", "namespace": "n"}, "spec": base}
+
+
+@pytest.mark.parametrize("kind", ["WorkerGroup", "Connector"])
+def test_crd_is_a_valid_apiextensions_v1_object_for_the_newest_kubernetes(crds, kind):
+    assert kubernetes_validate.validate(crds[kind], conftest.KUBE_VERSION, strict=True)
+
+
+def test_workergroup_names_printer_columns_and_subresources_follow_the_contract(crds):
+    crd = crds["WorkerGroup"]
+    names = crd["spec"]["names"]
+    assert (crd["metadata"]["name"], names["plural"], names["shortNames"], names["categories"]) == (
+        "workergroups.kooper.dev", "workergroups", ["wg"], ["kooper"])
+    assert crd["spec"]["scope"] == "Namespaced"
+    (version,) = crd["spec"]["versions"]
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Members": ".status.members.count", "Tasks": ".status.tasks",
+        "Unassigned": ".status.unassigned", "Protocol": ".status.protocol",
+        "Generation": ".status.rebalanceGeneration", "Delay": ".status.delay.remainingSeconds",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status', "Age": ".metadata.creationTimestamp",
+    }
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["x-kubernetes-preserve-unknown-fields"] is True
+    assert status["properties"]["state"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert {"observedGeneration", "rebalanceGeneration", "protocol", "members", "connectors", "tasks",
+            "assigned", "unassigned", "lost", "imbalance", "delay", "state", "conditions"} <= set(
+        status["properties"])
+
+
+def test_connector_names_scale_subresource_and_printer_columns_follow_the_contract(crds):
+    crd = crds["Connector"]
+    names = crd["spec"]["names"]
+    assert (names["plural"], names["shortNames"], names["categories"]) == ("connectors", ["kconn"], ["kooper"])
+    (version,) = crd["spec"]["versions"]
+    assert version["subresources"] == {
+        "status": {}, "scale": {"specReplicasPath": ".spec.tasksMax", "statusReplicasPath": ".status.taskCount"}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Group", "Tasks", "Running", "State", "Ready", "Age"]
+
+
+def test_workergroup_defaults_fill_every_setting(crds):
+    stored, errors = crdschema.admit(crds["WorkerGroup"], wg())
+    assert errors == []
+    assert stored["spec"] == {
+        "selector": {"matchLabels": {"app": "w"}}, "protocol": "compatible", "policy": "kooper",
+        "scheduledRebalanceMaxDelay": "300s", "leaseDurationSeconds": 30, "clockSkewSeconds": 5}
+
+
+def test_connector_defaults_to_one_running_task(crds):
+    stored, errors = crdschema.admit(crds["Connector"], conn())
+    assert errors == []
+    assert stored["spec"] == {"workerGroup": "g", "tasksMax": 1, "state": "running"}
+
+
+@pytest.mark.parametrize("delay", ["0s", "300s", "5m", "1h30m", "1.5s", "250ms"])
+def test_workergroup_accepts_non_negative_durations(crds, delay):
+    assert crdschema.admit(crds["WorkerGroup"], wg(scheduledRebalanceMaxDelay=delay))[1] == []
+
+
+BAD_WORKERGROUPS = [
+    ({"selector": {}}, "selector must not be empty"),
+    ({"selector": {"matchLabels": {}}}, "selector must not be empty"),
+    ({"selector": {"matchExpressions": []}}, "selector must not be empty"),
+    ({"scheduledRebalanceMaxDelay": "-5s"}, "scheduledRebalanceMaxDelay must be a duration of at least 0s"),
+    ({"scheduledRebalanceMaxDelay": "soon"}, "scheduledRebalanceMaxDelay must be a duration of at least 0s"),
+    ({"scheduledRebalanceMaxDelay": "300"}, "does not match"),
+    ({"scheduledRebalanceMaxDelay": "0"}, "does not match"),
+    ({"protocol": "cooperative"}, "is not one of"),
+    ({"policy": "sticky"}, "is not one of"),
+    ({"leaseDurationSeconds": 4}, "less than the minimum"),
+    ({"leaseDurationSeconds": 3601}, "greater than the maximum"),
+    ({"clockSkewSeconds": -1}, "less than the minimum"),
+    ({"clockSkewSeconds": 301}, "greater than the maximum"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_WORKERGROUPS)
+def test_workergroup_rejects_bad_specs_with_a_clear_message(crds, spec, message):
+    errors = crdschema.admit(crds["WorkerGroup"], wg(**spec))[1]
+    assert any(message in e for e in errors), errors
+
+
+def test_workergroup_without_selector_is_rejected(crds):
+    obj = wg()
+    del obj["spec"]["selector"]
+    assert any("'selector' is a required property" in e for e in crdschema.admit(crds["WorkerGroup"], obj)[1])
+
+
+BAD_CONNECTORS = [
+    ({"workerGroup": ""}, "workerGroup must name a WorkerGroup"),
+    ({"workerGroup": "Not_A_Name"}, "does not match"),
+    ({"tasksMax": -1}, "tasksMax must be between 0 and 10000"),
+    ({"tasksMax": 10001}, "tasksMax must be between 0 and 10000"),
+    ({"state": "deleted"}, "is not one of"),
+    ({"config": {"retries": 3}}, "is not of type 'string'"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD_CONNECTORS)
+def test_connector_rejects_bad_specs_with_a_clear_message(crds, spec, message):
+    errors = crdschema.admit(crds["Connector"], conn(**spec))[1]
+    assert any(message in e for e in errors), errors
+
+
+@pytest.mark.parametrize("tasks", [0, 1, 10000])
+def test_connector_accepts_tasks_max_at_the_bounds(crds, tasks):
+    assert crdschema.admit(crds["Connector"], conn(tasksMax=tasks))[1] == []
+
+
+def test_every_cel_rule_has_a_message_and_compiles(crds):
+    found = {}
+    for kind, crd in crds.items():
+        for path, rule in crdschema.rules(crdschema.version_schema(crd)):
+            assert rule.get("message"), f"{kind} {path}: a CEL rule without a message"
+            crdschema._ENV.compile(rule["rule"])  # raises on a syntax error
+            found[f"{kind}:{path}"] = rule["message"]
+    assert set(found) == {
+        "WorkerGroup:spec.selector", "WorkerGroup:spec.scheduledRebalanceMaxDelay",
+        "Connector:spec.workerGroup", "Connector:spec.tasksMax"}
+
+
+def test_status_written_by_the_operator_validates(crds):
+    obj = copy.deepcopy(wg())
+    obj["status"] = {
+        "observedGeneration": 2, "rebalanceGeneration": 7, "protocol": "compatible",
+        "members": {"count": 2, "byProtocol": {"eager": 0, "compatible": 2}, "names": ["w-0", "w-1"]},
+        "connectors": 1, "tasks": 2, "assigned": 3, "unassigned": 0, "lost": 0, "imbalance": 1,
+        "delay": {"deadline": "2030-01-01T00:00:00Z", "remainingSeconds": 12, "lost": 1, "candidates": []},
+        "state": {"anything": {"the": "operator keeps"}},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Balanced", "message": "",
+                        "lastTransitionTime": "2030-01-01T00:00:00Z", "observedGeneration": 2}],
+        "futureField": 1,
+    }
+    assert crdschema.admit(crds["WorkerGroup"], obj)[1] == []
+    obj["status"]["conditions"][0]["status"] = "Yes"
+    assert crdschema.admit(crds["WorkerGroup"], obj)[1]
