@@ -206,12 +206,14 @@ def run_history(group: Group, ops: list[tuple[str, object]], *, eager_joins: boo
             group.connectors[name] = count
         elif op == "remove":
             group.connectors.pop(arg, None)  # type: ignore[call-overload]
-        elif op == "leader" and all(
-            w.doc is None or w.generation >= w.doc.generation for w in group.workers.values()
+        elif (
+            op == "leader"
+            and group.settings.policy is model.Policy.KIP415
+            and all(w.doc is None or w.generation >= w.doc.generation
+                    for w in group.workers.values())
         ):
             # A KIP-415 leader change (the kooper policy persists its state instead).
-            if group.settings.policy is model.Policy.KIP415:
-                group.state = assignor.forget(group.state)
+            group.state = assignor.forget(group.state)
 
 
 @given(policy=policies, ops=operations)
