@@ -1,0 +1,18 @@
+"""Fixtures for the emulator tests: a running cluster and a tiny urllib client."""
+
+import pytest
+
+from kooper.testing import cluster
+from tests.testing import apiclient
+
+
+@pytest.fixture
+def emulated():
+    with cluster.EmulatedCluster() as emulated_cluster:
+        yield emulated_cluster
+
+
+@pytest.fixture
+def api(emulated):
+    return apiclient.Api(emulated.url)
+
