@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kooper.core import ids, model
 
@@ -84,7 +84,7 @@ GroupKey = Callable[[str], str]
 
 def allocate(
     free: Sequence[str],
-    holdings: MutableMapping[ids.WorkerId, set[str]],
+    loads: Mapping[ids.WorkerId, int],
     *,
     total: int,
     group_of: GroupKey | None = None,
@@ -96,14 +96,15 @@ def allocate(
     ``hi`` slots remain) with, first, the fewest resources of the same spreading
     group (when ``group_of`` is given), then the lowest load, then the smallest
     id. If nobody is eligible (loads above target while a delay defers balancing)
-    the least-loaded member takes it. ``holdings`` is updated in place;
+    the least-loaded member takes it. ``loads`` are the members' current sizes;
     ``group_counts`` (group -> member -> count) describes the current holdings.
+    Returns what each member is given.
     """
     given: dict[ids.WorkerId, list[str]] = defaultdict(list)
-    if not holdings or not free:
+    if not loads or not free:
         return dict(given)
-    lo, hi, extra = targets(total, len(holdings))
-    load = {member: len(held) for member, held in holdings.items()}
+    lo, hi, extra = targets(total, len(loads))
+    load = dict(loads)
     at_hi = sum(1 for value in load.values() if value >= hi > lo)
     heap = [(value, member) for member, value in load.items()]
     heapq.heapify(heap)
@@ -142,7 +143,6 @@ def allocate(
                 chosen = min(eligible, key=lambda m: (holders[m], load[m], m))
         if chosen is None:
             chosen = min(load, key=lambda m: (load[m], m))
-        holdings[chosen].add(resource)
         given[chosen].append(resource)
         load[chosen] += 1
         if hi > lo and load[chosen] == hi:
