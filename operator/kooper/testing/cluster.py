@@ -60,9 +60,9 @@ class EmulatedCluster:
                                  event_limit=event_limit)
         self.hub = watching.WatchHub()
         self.faults = faults.Faults()
-        self.handler = server.ApiHandler(registry=self.registry, objects=self.store,
-                                         hub=self.hub, faults=self.faults,
-                                         request_log_limit=request_log_limit)
+        self._request_log_limit = request_log_limit
+        self.handler = self._new_handler()
+        self._served_once = False
         self._host = host
         self._port = port
         self._url: str | None = None
@@ -71,6 +71,10 @@ class EmulatedCluster:
         self._runner: aiohttp.web.ServerRunner | None = None
         for namespace in namespaces:
             self.store.create(self.resolve("v1/namespaces"), {"metadata": {"name": namespace}})
+
+    def _new_handler(self) -> server.ApiHandler:
+        return server.ApiHandler(registry=self.registry, objects=self.store, hub=self.hub,
+                                 faults=self.faults, request_log_limit=self._request_log_limit)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -92,6 +96,11 @@ class EmulatedCluster:
         """Start serving in a background thread; returns the base URL."""
         if self._thread is not None:
             return self.url
+        if self._served_once:
+            # kmock's handler is bound to the loop it first ran in: a restart needs a new
+            # one (objects, kinds and faults are kept; kmock DSL reactions are not).
+            self.handler = self._new_handler()
+        self._served_once = True
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="kooper-emulator", daemon=True)
