@@ -5,7 +5,6 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-
 CM = "/api/v1/namespaces/default/configmaps"
 WG = "/apis/kooper.dev/v1alpha1/namespaces/default/workergroups"
 CONN = "/apis/kooper.dev/v1alpha1/namespaces/default/connectors"

@@ -1,7 +1,6 @@
 """Deletion: finalizers, cascading garbage collection, preconditions, collections."""
 
 import pytest
-
 from tests.testing.apiclient import CM, LEASES, PODS, WG
 
 
@@ -20,7 +19,7 @@ def test_finalizers_hold_the_object_with_a_deletion_timestamp_until_removed(api)
     # A second delete changes nothing while finalizers remain.
     again = api.delete(f"{WG}/g")[1]
     assert again["metadata"]["resourceVersion"] == marked["metadata"]["resourceVersion"]
-    status, final = api.merge(f"{WG}/g", {"metadata": {"finalizers": None}})
+    status, _ = api.merge(f"{WG}/g", {"metadata": {"finalizers": None}})
     assert status == 200
     assert api.get(f"{WG}/g")[0] == 404
 
@@ -98,7 +97,7 @@ def test_orphan_propagation_keeps_dependents(api):
 @pytest.mark.parametrize("field", ["uid", "resourceVersion"])
 def test_delete_preconditions_that_do_not_hold_conflict(api, field):
     api.post(CM, {"metadata": {"name": "a"}})
-    status, body = api.delete(f"{CM}/a", {"preconditions": {field: "999"}})
+    status, _ = api.delete(f"{CM}/a", {"preconditions": {field: "999"}})
     assert status == 409
     assert api.get(f"{CM}/a")[0] == 200
 

@@ -2,8 +2,9 @@
 
 import textwrap
 
-from kooper.testing import cluster, resources
 from tests.testing import apiclient
+
+from kooper.testing import cluster, resources
 
 
 def names(document):

@@ -1,9 +1,9 @@
 """Patch formats: JSON patch (with kopf's resourceVersion test), merge and strategic merge."""
 
 import pytest
+from tests.testing.apiclient import CM, WG
 
 from kooper.testing import patches
-from tests.testing.apiclient import CM, WG
 
 
 def test_json_patch_with_a_failed_test_op_answers_422(api):

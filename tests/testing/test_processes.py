@@ -5,14 +5,14 @@ import sys
 import textwrap
 
 import pytest
-
 from tests.testing import apiclient
 
 WORKER = textwrap.dedent("""\
     import json, sys, urllib.request
     base, name = sys.argv[1], sys.argv[2]
-    body = json.dumps({"metadata": {"name": "kooper-" + name, "labels": {"kooper.dev/member": name}},
-                       "spec": {"holderIdentity": name + "/1", "leaseDurationSeconds": 30}}).encode()
+    metadata = {"name": "kooper-" + name, "labels": {"kooper.dev/member": name}}
+    spec = {"holderIdentity": name + "/1", "leaseDurationSeconds": 30}
+    body = json.dumps({"metadata": metadata, "spec": spec}).encode()
     request = urllib.request.Request(
         base + "/apis/coordination.k8s.io/v1/namespaces/default/leases", data=body,
         method="POST", headers={"Content-Type": "application/json"})

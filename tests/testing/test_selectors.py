@@ -3,9 +3,9 @@
 import urllib.parse
 
 import pytest
+from tests.testing.apiclient import CM
 
 from kooper.testing import selectors
-from tests.testing.apiclient import CM
 
 
 @pytest.fixture

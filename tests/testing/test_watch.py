@@ -4,7 +4,10 @@ import threading
 import time
 import urllib.parse
 
+from tests.testing import apiclient
 from tests.testing.apiclient import CM
+
+from kooper.testing import cluster
 
 
 def test_watch_without_resource_version_starts_with_added_for_existing_objects(api):
@@ -82,9 +85,6 @@ def test_watch_ends_after_timeout_seconds(api):
 
 
 def test_watch_from_a_compacted_resource_version_answers_410_gone():
-    from kooper.testing import cluster
-    from tests.testing import apiclient
-
     with cluster.EmulatedCluster(history_limit=3) as small:
         api = apiclient.Api(small.url)
         for i in range(6):
