@@ -17,9 +17,10 @@ import celpy
 import jsonschema
 
 
-def version_schema(crd: dict[str, Any], version: str = "v1alpha1") -> dict[str, Any]:
+def version_schema(crd: dict[str, Any], version: str | None = None) -> dict[str, Any]:
+    """The schema of ``version`` (default: the storage version)."""
     for entry in crd["spec"]["versions"]:
-        if entry["name"] == version:
+        if entry["name"] == version or (version is None and entry.get("storage")):
             schema: dict[str, Any] = entry["schema"]["openAPIV3Schema"]
             return schema
     raise KeyError(version)

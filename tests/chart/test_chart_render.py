@@ -1,0 +1,261 @@
+"""The chart, rendered by a real Helm: it lints, every object is valid Kubernetes, defaults are safe."""
+
+from __future__ import annotations
+
+import re
+
+import kubernetes_validate
+import pytest
+
+from tests.chart import conftest, crdschema
+
+VALUE_SETS = {"default": {}, "non-default": conftest.NON_DEFAULT_VALUES}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_helm_lint_strict_reports_no_errors_or_warnings(helm, values):
+    report = helm.lint(str(conftest.CHART), values, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == [] and problems == [], report
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_every_rendered_object_validates_against_the_newest_kubernetes_schemas(render, values):
+    rendered = render(values)
+    crds = {o["spec"]["names"]["kind"]: o for o in conftest.find(rendered, "CustomResourceDefinition")}
+    checked = 0
+    for obj in conftest.objects(rendered):
+        if obj["apiVersion"] == "monitoring.coreos.com/v1":
+            # The Prometheus Operator's CRDs are not part of Kubernetes: check the essentials.
+            assert obj["kind"] == "ServiceMonitor"
+            assert obj["spec"]["endpoints"][0]["port"] == "metrics"
+        elif obj["apiVersion"] == "kopf.dev/v1":
+            assert obj["kind"] in {"ClusterKopfPeering", "KopfPeering"}
+            if obj["kind"] in crds:  # installed by this release: check against that CRD
+                assert crdschema.admit(crds[obj["kind"]], obj)[1] == []
+        else:
+            assert kubernetes_validate.validate(obj, conftest.KUBE_VERSION, strict=True)
+        checked += 1
+    assert checked >= 12
+
+
+def test_default_render_has_the_expected_objects(render):
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
+    assert kinds == sorted([
+        ("ClusterKopfPeering", "default"),
+        ("ClusterRole", "kooper"), ("ClusterRoleBinding", "kooper"),
+        ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
+        ("CustomResourceDefinition", "connectors.kooper.dev"),
+        ("CustomResourceDefinition", "kopfpeerings.kopf.dev"),
+        ("CustomResourceDefinition", "workergroups.kooper.dev"),
+        ("Deployment", "kooper"), ("PodDisruptionBudget", "kooper"),
+        ("Role", "kooper-worker"), ("RoleBinding", "kooper-worker"),
+        ("Service", "kooper-metrics"), ("ServiceAccount", "kooper"), ("ServiceAccount", "kooper-worker"),
+        ("ValidatingAdmissionPolicy", "kooper-worker-own-lease"),
+        ("ValidatingAdmissionPolicyBinding", "kooper-worker-own-lease"),
+    ])
+
+
+def test_operator_runs_one_replica_with_recreate_and_the_documented_command(render):
+    (deploy,) = conftest.find(render(), "Deployment")
+    assert deploy["spec"]["replicas"] == 1
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["run", "--namespace", "all", "--metrics-port", "9090", "--health-port", "8080"]
+    assert container["image"] == "kooper:0.1.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 8080, "metrics": 9090}
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+
+
+def test_operator_pod_meets_the_restricted_pod_security_standard(render):
+    (deploy,) = conftest.find(render(), "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_non_default_values_reach_the_deployment(render):
+    (deploy,) = conftest.find(render(conftest.NON_DEFAULT_VALUES), "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.invalid/kooper@sha256:" + "a" * 64
+    assert container["args"][:3] == ["run", "--namespace", "team-a"]
+    assert container["args"][-1] == "--verbose"
+    assert {"name": "KOOPER_LOG", "value": "debug"} in container["env"]
+    assert pod["imagePullSecrets"] == [{"name": "pull-secret"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+
+
+OPERATOR_RULES = {
+    ("kooper.dev", "workergroups"): {"get", "list", "watch", "patch"},
+    ("kooper.dev", "connectors"): {"get", "list", "watch", "patch"},
+    ("kooper.dev", "workergroups/status"): {"get", "patch"},
+    ("kooper.dev", "connectors/status"): {"get", "patch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("apps", "statefulsets"): {"get", "list", "watch"},
+    ("apps", "replicasets"): {"get", "list", "watch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "delete"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+
+
+def _grants(role):
+    out = {}
+    for rule in role["rules"]:
+        assert "resourceNames" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_cluster_wide_operator_gets_exactly_the_documented_verbs(render):
+    (role,) = conftest.find(render(), "ClusterRole", "kooper")
+    assert _grants(role) == {
+        **OPERATOR_RULES,
+        ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
+        ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"},
+        ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    }
+
+
+def test_namespaced_operator_gets_a_role_in_its_namespace_and_only_crd_reads_cluster_wide(render):
+    rendered = render({"operator": {"watchNamespace": "team-a"}})
+    (role,) = conftest.find(rendered, "Role", "kooper")
+    assert role["metadata"]["namespace"] == "team-a"
+    assert _grants(role) == {**OPERATOR_RULES, ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"}}
+    (cluster_role,) = conftest.find(rendered, "ClusterRole")
+    assert _grants(cluster_role) == {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+    (peering,) = conftest.find(rendered, "KopfPeering")
+    assert peering["metadata"]["namespace"] == "team-a"
+
+
+def test_chart_readme_lists_every_operator_and_worker_verb():
+    readme = (conftest.CHART / "README.md").read_text()
+    for (group, resource), verbs in OPERATOR_RULES.items():
+        row = next((line for line in readme.splitlines()
+                    if line.startswith("|") and f"`{resource}`" in line and f"`{group or 'core'}`" in line), None)
+        assert row is not None, f"README has no RBAC row for {group}/{resource}"
+        for verb in verbs:
+            assert verb in row, f"README row for {resource} lacks {verb}"
+
+
+def test_workers_may_read_configmaps_and_write_leases_only(render):
+    rendered = render({"workers": {"namespaces": ["team-a", "team-b"]}})
+    roles = conftest.find(rendered, "Role", "kooper-worker")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert _grants(role) == {
+            ("", "configmaps"): {"get", "list", "watch"},
+            ("coordination.k8s.io", "leases"): {"get", "create", "update", "patch"},
+        }
+    sas = conftest.find(rendered, "ServiceAccount", "kooper-worker")
+    assert sorted(s["metadata"]["namespace"] for s in sas) == ["team-a", "team-b"]
+
+
+def test_crds_keep_and_install_switches(render):
+    keep = conftest.find(render(), "CustomResourceDefinition")
+    assert all(c["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for c in keep)
+    no_keep = conftest.find(render({"crds": {"keep": False}}), "CustomResourceDefinition")
+    assert all("annotations" not in c["metadata"] for c in no_keep)
+    none = conftest.find(render({"crds": {"install": False}, "kopfPeering": {"crds": {"install": False}}}),
+                         "CustomResourceDefinition")
+    assert none == []
+
+
+def test_service_monitor_only_when_enabled(render):
+    assert conftest.find(render(), "ServiceMonitor") == []
+    (monitor,) = conftest.find(render({"metrics": {"serviceMonitor": {"enabled": True}}}), "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+def test_pod_disruption_budget_never_blocks_a_drain_by_default(render):
+    (pdb,) = conftest.find(render(), "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    (pdb,) = conftest.find(render({"podDisruptionBudget": {"minAvailable": "50%"}}), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == "50%" and "maxUnavailable" not in pdb["spec"]
+
+
+def test_generated_names_fit_in_63_characters_even_for_the_longest_release_name(render):
+    rendered = render(conftest.NON_DEFAULT_VALUES, name="r" * 53)
+    names = [o["metadata"]["name"] for o in conftest.objects(rendered)]
+    assert all(len(n) <= 63 and not n.endswith("-") for n in names), names
+    keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+            for o in conftest.objects(rendered)]
+    assert len(set(keys)) == len(keys), "truncation made two objects collide"
+    labels = [v for o in conftest.objects(rendered) for v in o["metadata"]["labels"].values()]
+    assert all(len(v) <= 63 for v in labels)
+
+
+BAD_VALUES = [
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"operator": {"replicas": 2}}, "additional properties 'replicas' not allowed"),
+    ({"unknownTopLevel": True}, "additional properties 'unknownTopLevel' not allowed"),
+    ({"metrics": {"port": 70000}}, "/metrics/port"),
+    ({"operator": {"watchNamespace": "Team_A"}}, "/operator/watchNamespace"),
+    ({"workers": {"namespaces": ["ok", "ok"]}}, "/workers/namespaces"),
+    ({"crds": {"install": "yes"}}, "/crds/install"),
+    ({"image": {"digest": "latest"}}, "/image/digest"),
+    ({"operator": {"securityContext": {"runAsRoot": True}}}, "additional properties 'runAsRoot' not allowed"),
+]
+
+
+@pytest.mark.parametrize(("values", "message"), BAD_VALUES)
+def test_bad_values_fail_rendering_with_the_schema_message(helm, render, values, message):
+    with pytest.raises(helm.HelmValuesError) as info:
+        render(values)
+    assert "values don't meet the specifications of the schema" in str(info.value)
+    assert message in str(info.value)
+
+
+CONTRADICTIONS = [
+    ({"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+     "podDisruptionBudget: set minAvailable or maxUnavailable, not both"),
+    ({"metrics": {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}},
+     "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
+    ({"operator": {"healthPort": 9090}}, "operator.healthPort and metrics.port must differ"),
+]
+
+
+@pytest.mark.parametrize(("values", "message"), CONTRADICTIONS)
+def test_contradictory_values_fail_rendering_with_a_message(helm, render, values, message):
+    with pytest.raises(helm.HelmRenderError, match=re.escape(message)):
+        render(values)
+
+
+def test_notes_tell_the_next_commands(render_text):
+    notes = next(text for path, text in render_text().items() if path.endswith("NOTES.txt"))
+    assert "kubectl -n kooper-system rollout status deployment/kooper" in notes
+    assert "kubectl -n kooper-system apply -f examples/" in notes
+    assert "get wg,kconn" in notes
+
+
+PASS_THROUGH = {"resources", "podSecurityContext", "securityContext", "livenessProbe", "readinessProbe"}
+"""Kubernetes objects copied into the Deployment as they are: commented as a whole."""
+
+
+def test_every_values_key_has_a_comment():
+    lines = (conftest.CHART / "values.yaml").read_text().splitlines()
+    parents: list[tuple[int, str]] = []
+    for number, line in enumerate(lines):
+        match = re.match(r"^(\s*)([A-Za-z][\w]*):", line)
+        if not match:
+            continue
+        indent = len(match.group(1))
+        parents = [(i, k) for i, k in parents if i < indent]
+        inside_pass_through = any(k in PASS_THROUGH for _, k in parents)
+        parents.append((indent, match.group(2)))
+        if inside_pass_through:
+            continue
+        previous = lines[number - 1].strip() if number else ""
+        assert previous.startswith("#"), f"values.yaml line {number + 1}: {match.group(2)} has no comment"
