@@ -1,0 +1,204 @@
+"""The operator-wide object: config, API client, one runner per WorkerGroup, wake-up rules.
+
+kopf handlers call into this with the object they saw; this decides whether the
+event matters for a round (a Lease renewal alone does not: only a changed report,
+a new or deleted Lease, or a renewal after an expiry does) and pokes the runners
+of the namespace. It also owns the Connector-level bad input that no group round
+sees: a Connector naming a WorkerGroup that does not exist.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kooper.shell import audit, kube, rounds, settings, status, views
+
+logger = logging.getLogger("kooper.shell")
+
+
+class IndexViews:
+    """``rounds.Views`` over kopf indexes (``kopf.Index``: key → store of values)."""
+
+    def __init__(self, indices: Mapping[str, Any]) -> None:
+        self._indices = indices
+
+    def _values(self, index: str, key: object) -> Iterable[Any]:
+        store = self._indices[index].get(key)
+        return list(store) if store is not None else []
+
+    def group(self, namespace: str, name: str) -> views.GroupView | None:
+        """The WorkerGroup view, if indexed."""
+        found: list[views.GroupView] = list(self._values("kooper_groups", (namespace, name)))
+        return found[0] if found else None
+
+    def groups(self) -> list[views.GroupView]:
+        """Every WorkerGroup view."""
+        return [value for store in self._indices["kooper_groups"].values() for value in store]
+
+    def pods(self, namespace: str) -> Iterable[views.PodView]:
+        """Pods of a namespace."""
+        return self._values("kooper_pods", namespace)
+
+    def leases(self, namespace: str) -> Iterable[views.LeaseView]:
+        """Member Leases of a namespace."""
+        return self._values("kooper_leases", namespace)
+
+    def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
+        """Connectors naming ``group``."""
+        return self._values("kooper_connectors", (namespace, group))
+
+    def configmaps(self, namespace: str, group: str) -> Iterable[views.ConfigMapView]:
+        """kooper ConfigMaps of ``group``."""
+        return self._values("kooper_configmaps", (namespace, group))
+
+
+class Shell:
+    """Everything the kopf handlers share (kept in kopf's ``memo``)."""
+
+    def __init__(self, config: settings.Config) -> None:
+        self.config = config
+        self.runners: dict[tuple[str, str], rounds.GroupRunner] = {}
+        self.context: rounds.Context | None = None
+        self.index_views: IndexViews | None = None
+        self._leases: dict[tuple[str, str], tuple[str, int | None, int]] = {}
+        self._pods: dict[tuple[str, str], tuple[object, ...]] = {}
+        self._orphans: dict[tuple[str, str], str] = {}
+        self.audit: audit.AuditLog | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self, connection: kube.Connection, indices: Mapping[str, Any]) -> None:
+        """Build the client and the shared context (kopf startup)."""
+        self.index_views = IndexViews(indices)
+        self.audit = audit.AuditLog(self.config.audit_log)
+        self.context = rounds.Context(
+            client=kube.Client(connection, concurrency=self.config.write_concurrency),
+            views=self.index_views,
+            identity=self.config.identity,
+            audit=self.audit,
+            run_id=self.config.run_id,
+            debounce_s=self.config.debounce_s,
+            retry_s=self.config.retry_s,
+            connector_status=self.config.connector_status,
+        )
+
+    async def stop(self) -> None:
+        """Stop every runner and close the client (kopf cleanup)."""
+        for runner in list(self.runners.values()):
+            await runner.stop()
+        self.runners.clear()
+        if self.context is not None:
+            await self.context.client.close()
+        if self.audit is not None:
+            self.audit.close()
+
+    # --- groups -----------------------------------------------------------------------
+
+    def group_seen(self, namespace: str, name: str, *, deleted: bool) -> rounds.GroupRunner | None:
+        """Create the group's runner on first sight and poke it; forget it when deleted."""
+        key = (namespace, name)
+        if deleted:
+            runner = self.runners.pop(key, None)
+            if runner is not None and runner.task is not None:
+                runner.task.cancel()
+            return None
+        runner = self.runners.get(key)
+        if runner is None:
+            assert self.context is not None, "the startup handler has not run"
+            runner = rounds.GroupRunner(self.context, namespace, name)
+            self.runners[key] = runner
+            runner.start()
+        else:
+            runner.poke()
+        return runner
+
+    def poke_namespace(self, namespace: str) -> None:
+        """Wake every group of a namespace."""
+        for (ns, _), runner in self.runners.items():
+            if ns == namespace:
+                runner.poke()
+
+    # --- wake-up rules ----------------------------------------------------------------
+
+    def lease_seen(self, lease: views.LeaseView, *, deleted: bool) -> None:
+        """Poke when the report, holder or liveness of a member Lease changed."""
+        key = (lease.namespace, lease.name)
+        if deleted:
+            self._leases.pop(key, None)
+            self.poke_namespace(lease.namespace)
+            return
+        before = self._leases.get(key)
+        duration = lease.duration_s or 30
+        self._leases[key] = (lease.report_text + "|" + lease.incarnation, lease.renew_ms,
+                             duration)
+        if before is None or before[0] != self._leases[key][0]:
+            self.poke_namespace(lease.namespace)
+        elif before[1] is not None and lease.renew_ms is not None and (
+            lease.renew_ms - before[1] >= before[2] * 1000
+            or time.time() * 1000 >= before[1] + before[2] * 1000
+        ):
+            self.poke_namespace(lease.namespace)  # Renewed after (or near) an expiry.
+
+    def pod_seen(self, pod: views.PodView, *, deleted: bool) -> None:
+        """Poke when a pod appears, disappears, is relabelled or starts terminating."""
+        key = (pod.namespace, pod.name)
+        essence = (pod.uid, tuple(sorted(pod.labels.items())), pod.deleting)
+        if deleted:
+            self._pods.pop(key, None)
+        elif self._pods.get(key) == essence:
+            return
+        else:
+            self._pods[key] = essence
+        self.poke_namespace(pod.namespace)
+
+    def configmap_seen(self, cm: views.ConfigMapView, *, deleted: bool) -> None:
+        """Poke the group when its ConfigMap differs from what it wrote."""
+        runner = self.runners.get((cm.namespace, cm.group))
+        if runner is None:
+            return
+        ours = runner.written.get(cm.member)
+        if ours is None:
+            if not deleted:
+                runner.poke()  # A ConfigMap we do not know: the round deletes or adopts it.
+            return
+        if deleted or (cm.resource_version != ours[0] and cm.text != ours[1]):
+            runner.poke()
+
+    async def connector_seen(self, connector: views.ConnectorView, *, deleted: bool) -> None:
+        """Poke the namespace; flag a Connector whose WorkerGroup does not exist."""
+        self.poke_namespace(connector.namespace)
+        key = (connector.namespace, connector.name)
+        if deleted:
+            self._orphans.pop(key, None)
+            return
+        assert self.index_views is not None
+        assert self.context is not None
+        if self.index_views.group(connector.namespace, connector.group) is not None:
+            self._orphans.pop(key, None)
+            return
+        if self._orphans.get(key) == connector.group:
+            return
+        self._orphans[key] = connector.group
+        now_ms = int(time.time() * 1000)
+        wanted = status.connector_status(connector, holders={}, owned={}, epochs={},
+                                         group_exists=False)
+        settled = status.settle_connector_status(wanted, previous=connector.status,
+                                                 generation=connector.generation, now_ms=now_ms)
+        client = self.context.client
+        message = (f"spec.workerGroup names {connector.group!r}, which does not exist in "
+                   f"namespace {connector.namespace!r}: nothing runs this connector")
+        try:
+            await client.patch_status("connectors", connector.namespace, connector.name,
+                                      status.merge_patch(connector.status, settled))
+            await client.post_event(
+                involved={"apiVersion": f"{views.GROUP}/{views.VERSION}", "kind": "Connector",
+                          "namespace": connector.namespace, "name": connector.name,
+                          "uid": connector.uid},
+                reason="WorkerGroupNotFound", message=message, warning=True,
+                reporter=self.config.identity)
+        except kube.KubeError as exc:
+            self._orphans.pop(key, None)
+            logger.warning("Connector %s/%s: %s", connector.namespace, connector.name, exc)

@@ -1,0 +1,265 @@
+"""The one module that writes to the Kubernetes API.
+
+A small typed client on aiohttp: ConfigMaps (create/replace/delete with
+``resourceVersion`` preconditions), status patches of WorkerGroups and
+Connectors, reads of pod owners, and Events. kopf does the watching; this module
+shares its credentials (``Connection`` is built from kopf's ``ConnectionInfo``).
+
+Transport errors never leak: every failure is a ``KubeError`` with the HTTP
+status and the API's message, the original exception chained as the cause.
+``ConflictError`` (409) means a precondition failed: re-read, recompute, retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import ssl
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from kooper.core import errors
+from kooper.shell import views
+
+FIELD_MANAGER = "kooper"
+MAX_EVENT_MESSAGE = 1024
+
+
+class KubeError(errors.KooperError):
+    """A call to the Kubernetes API failed."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ConflictError(KubeError):
+    """409: the object changed since we read it (or already exists)."""
+
+
+class NotFoundError(KubeError):
+    """404: the object (or its namespace, or its kind) does not exist."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Connection:
+    """Where the API is and how to authenticate (from kopf's ``ConnectionInfo``)."""
+
+    server: str
+    token: str | None = None
+    scheme: str | None = None
+    ca_path: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    certificate_path: str | None = None
+    private_key_path: str | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class Stats:
+    """Writes made, for metrics and the benchmark (``writes`` counts every mutating call)."""
+
+    writes: int = 0
+    conflicts: int = 0
+    by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def count(self, kind: str) -> None:
+        """Count one mutating call of ``kind``."""
+        self.writes += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+
+class Client:
+    """An asyncio API client; one per operator, shared by all groups."""
+
+    def __init__(self, connection: Connection, *, concurrency: int = 64) -> None:
+        self._connection = connection
+        self._session: aiohttp.ClientSession | None = None
+        self._limit = asyncio.Semaphore(concurrency)
+        self.stats = Stats()
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        conn = self._connection
+        if not conn.server.startswith("https"):
+            return False
+        if conn.insecure:
+            return False
+        context = ssl.create_default_context(
+            cafile=conn.ca_path,
+            cadata=conn.ca_data.decode() if conn.ca_data else None,
+        )
+        if conn.certificate_path and conn.private_key_path:
+            context.load_cert_chain(conn.certificate_path, conn.private_key_path)
+        return context
+
+    async def _ensure(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"User-Agent": "kooper-operator"}
+            if self._connection.token:
+                scheme = self._connection.scheme or "Bearer"
+                headers["Authorization"] = f"{scheme} {self._connection.token}"
+            self._session = aiohttp.ClientSession(
+                base_url=None,
+                headers=headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=100),
+                timeout=aiohttp.ClientTimeout(total=30),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+        kind: str = "",
+    ) -> dict[str, Any]:
+        """One API call; returns the decoded response body, raises ``KubeError``."""
+        session = await self._ensure()
+        url = self._connection.server.rstrip("/") + path
+        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        if method != "GET":
+            self.stats.count(kind or method)
+        async with self._limit:
+            try:
+                async with session.request(
+                    method, url, data=data, params=params,
+                    headers={"Content-Type": content_type} if data is not None else None,
+                ) as response:
+                    text = await response.text()
+                    status = response.status
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise KubeError(f"{method} {path}: {exc!r}") from exc
+        if status >= 400:
+            message = text
+            with contextlib.suppress(ValueError, AttributeError):
+                message = json.loads(text).get("message", text)
+            cls = {409: ConflictError, 404: NotFoundError}.get(status, KubeError)
+            if status == 409:
+                self.stats.conflicts += 1
+            raise cls(f"{method} {path}: {status} {message}", status=status)
+        try:
+            decoded = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise KubeError(f"{method} {path}: response is not JSON") from exc
+        return decoded if isinstance(decoded, dict) else {}
+
+    # --- ConfigMaps -----------------------------------------------------------
+
+    async def write_configmap(
+        self, body: Mapping[str, Any], *, resource_version: str | None
+    ) -> str:
+        """Create (no version known) or replace (with the precondition); the new version."""
+        meta = body["metadata"]
+        base = f"/api/v1/namespaces/{meta['namespace']}/configmaps"
+        if resource_version is None:
+            result = await self.request("POST", base, body=body, kind="configmap")
+        else:
+            replacing = {**body, "metadata": {**meta, "resourceVersion": resource_version}}
+            result = await self.request(
+                "PUT", f"{base}/{meta['name']}", body=replacing, kind="configmap"
+            )
+        return str(result.get("metadata", {}).get("resourceVersion", ""))
+
+    async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
+        """The ConfigMap (``NotFoundError`` when absent)."""
+        return await self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+    async def delete_configmap(self, namespace: str, name: str) -> None:
+        """Delete; absent already is fine."""
+        with contextlib.suppress(NotFoundError):
+            await self.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}", kind="configmap"
+            )
+
+    # --- custom resources -----------------------------------------------------
+
+    def _cr_path(self, plural: str, namespace: str, name: str) -> str:
+        return f"/apis/{views.GROUP}/{views.VERSION}/namespaces/{namespace}/{plural}/{name}"
+
+    async def read_group(self, namespace: str, name: str) -> dict[str, Any]:
+        """The WorkerGroup as it is now."""
+        return await self.request("GET", self._cr_path("workergroups", namespace, name))
+
+    async def patch_status(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        status_patch: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        """Merge-patch ``.status`` (with a ``resourceVersion`` precondition when given)."""
+        body: dict[str, Any] = {"status": status_patch}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self.request(
+            "PATCH",
+            self._cr_path(plural, namespace, name) + "/status",
+            body=body,
+            content_type="application/merge-patch+json",
+            kind=f"{plural}/status",
+        )
+
+    # --- owners ---------------------------------------------------------------
+
+    async def read_owner(self, namespace: str, kind: str, name: str) -> tuple[bool, int | None]:
+        """Whether a pod's owner exists, and its ``spec.replicas`` (StatefulSet/ReplicaSet)."""
+        plural = {"StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}[kind]
+        try:
+            body = await self.request(
+                "GET", f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
+            )
+        except NotFoundError:
+            return False, None
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            return False, None
+        replicas = (body.get("spec") or {}).get("replicas", 1)
+        return True, replicas if isinstance(replicas, int) else None
+
+    # --- events ---------------------------------------------------------------
+
+    async def post_event(
+        self,
+        *,
+        involved: Mapping[str, str],
+        reason: str,
+        message: str,
+        warning: bool = False,
+        reporter: str = "kooper",
+    ) -> None:
+        """Post a core/v1 Event about ``involved`` (apiVersion, kind, namespace, name, uid)."""
+        now = views.format_time(int(time.time() * 1000))
+        if len(message) > MAX_EVENT_MESSAGE:
+            message = message[: MAX_EVENT_MESSAGE - 3] + "..."
+        namespace = involved["namespace"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": dict(involved),
+            "reason": reason,
+            "message": message,
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "kooper"},
+            "reportingComponent": "kooper",
+            "reportingInstance": reporter,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body,
+                           kind="event")

@@ -1,0 +1,68 @@
+"""The operator's configuration (command line and environment) and kopf tuning."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from typing import Any
+
+KUBE_API_ENV = "KOOPER_KUBE_API"
+"""An API URL without authentication (the embedded cluster); overrides kubeconfig."""
+
+
+def default_identity() -> str:
+    """``<hostname>/<pid>``: who writes the ConfigMaps (the Assignment's ``leader``)."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    """Everything ``kooper run`` can be told."""
+
+    kube_api: str | None = None
+    """Talk to this URL without credentials (``KOOPER_KUBE_API``); else kubeconfig/in-cluster."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to serve (kopf patterns); empty: cluster-wide."""
+    metrics_port: int = 0
+    """Serve Prometheus ``/metrics`` on this port (0: off)."""
+    health_port: int = 0
+    """Serve kopf's liveness/readiness endpoint ``/healthz`` on this port (0: off)."""
+    audit_log: str | None = None
+    """Append the audit log (JSON lines) to this file; it always goes to the log too."""
+    identity: str = dataclasses.field(default_factory=default_identity)
+    """Written as ``leader`` into every Assignment and as the Events' reporting instance."""
+    debounce_s: float = 0.05
+    """How long a round waits after the first event of a burst, to take in the rest."""
+    retry_s: float = 1.0
+    """Back-off after a failed round."""
+    peering: str | None = None
+    """kopf peering name (one active operator among replicas); None: standalone."""
+    priority: int = 0
+    """kopf peering priority of this replica."""
+    run_id: str = "operator"
+    """The ``run`` column of audit rows."""
+    connector_status: bool = True
+    """Patch ``Connector.status`` with per-task placement (off in benchmarks of the core path)."""
+    write_concurrency: int = 64
+    """API calls in flight at once."""
+
+
+def from_env(**overrides: Any) -> Config:
+    """A ``Config`` with ``KOOPER_KUBE_API`` from the environment, then ``overrides``."""
+    values: dict[str, Any] = {"kube_api": os.environ.get(KUBE_API_ENV) or None}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Config(**values)
+
+
+def tune(settings: Any, config: Config) -> None:
+    """Adjust ``kopf.OperatorSettings``: quiet k8s-event posting, peering, fast watch recovery."""
+    settings.posting.level = 100  # kopf's own per-handler Events: off; we post our own.
+    settings.watching.reconnect_backoff = 0.2
+    settings.networking.error_backoffs = [0.1, 0.5, 1, 2, 5]
+    settings.watching.server_timeout = settings.watching.server_timeout or 300
+    settings.queueing.idle_timeout = 30
+    if config.peering:
+        settings.peering.name = config.peering
+        settings.peering.priority = config.priority
+        settings.peering.mandatory = True

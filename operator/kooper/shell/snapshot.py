@@ -1,0 +1,132 @@
+"""kopf index views → ``core.model.Snapshot`` (pure: the clock is an argument).
+
+Connectors map to task counts: a ``running`` or ``paused`` connector wants its
+instance and ``tasksMax`` tasks (paused work stays assigned so it resumes where it
+was; the Assignment's ``states`` tells workers to hold it paused); a ``stopped``
+connector keeps its instance assigned (it owns the connector's lifecycle, as in
+Kafka Connect's STOPPED state) and wants 0 tasks.
+
+Members come from Leases whose pod matches the group's selector. Anything that
+keeps a Lease from counting becomes an ``Issue`` the round turns into an Event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from kooper.core import ids, model
+from kooper.protocol import messages
+from kooper.shell import liveness, views
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Issue:
+    """Something wrong with the input, for an Event on the WorkerGroup."""
+
+    reason: str
+    message: str
+    member: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Members:
+    """The live members of a group and what we noticed building them."""
+
+    members: Mapping[ids.WorkerId, model.Member]
+    pods: Mapping[str, views.PodView]
+    """Pods matching the selector, by name (members or not)."""
+    issues: tuple[Issue, ...]
+    next_expiry_ms: int | None
+    """The earliest time a live member's Lease runs out: plan again then."""
+    reports: Mapping[ids.WorkerId, messages.Report]
+    """The reports used (the last good one where the current one is malformed)."""
+
+
+def wanted(connectors: Iterable[views.ConnectorView]) -> tuple[dict[str, int], dict[str, str]]:
+    """Task counts by connector, and the non-running states by connector."""
+    counts: dict[str, int] = {}
+    states: dict[str, str] = {}
+    for connector in connectors:
+        counts[connector.name] = 0 if connector.state == "stopped" else connector.tasks_max
+        if connector.state != "running":
+            states[connector.name] = connector.state
+    return counts, states
+
+
+def collect_members(
+    group: views.GroupView,
+    *,
+    pods: Iterable[views.PodView],
+    leases: Iterable[views.LeaseView],
+    last_good: Mapping[ids.WorkerId, messages.Report],
+    now_ms: int,
+) -> Members:
+    """Live members: a matching pod, an unexpired Lease of that pod, a usable report."""
+    matching = {pod.name: pod for pod in pods if group.selector.matches(pod.labels)}
+    members: dict[ids.WorkerId, model.Member] = {}
+    reports: dict[ids.WorkerId, messages.Report] = {}
+    issues: list[Issue] = []
+    next_expiry: int | None = None
+    for lease in leases:
+        pod = matching.get(lease.member)
+        if pod is None:
+            continue  # Another group's member, or a pod that is gone.
+        if lease.pod_uid and lease.pod_uid != pod.uid:
+            continue  # The Lease of a previous pod with this name, awaiting garbage collection.
+        if not liveness.lease_live(
+            lease, now_ms=now_ms, default_duration_s=group.lease_duration_s,
+            skew_s=group.clock_skew_s,
+        ):
+            continue
+        member = ids.WorkerId(lease.member)
+        report = lease.report
+        if report is None:
+            previous = last_good.get(member)
+            if lease.error and lease.report_text:
+                issues.append(Issue("MalformedReport", f"{member}: {lease.error}", member))
+            if previous is None or previous.incarnation != lease.incarnation:
+                continue
+            report = previous
+        expiry = lease.expires_at_ms(
+            default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s
+        )
+        if expiry is not None and (next_expiry is None or expiry < next_expiry):
+            next_expiry = expiry
+        members[member] = model.Member(
+            id=member,
+            owned=report.owned,
+            generation=report.generation,
+            protocols=report.protocols or frozenset({model.Protocol.EAGER}),
+            incarnation=report.incarnation,
+        )
+        reports[member] = report
+    return Members(members, matching, tuple(issues), next_expiry, reports)
+
+
+def build(
+    group: views.GroupView,
+    *,
+    connectors: Iterable[views.ConnectorView],
+    members: Mapping[ids.WorkerId, model.Member],
+    departed_permanently: Iterable[ids.WorkerId] = (),
+) -> model.Snapshot:
+    """The round's snapshot."""
+    counts, _ = wanted(connectors)
+    return model.Snapshot(
+        connectors=counts,
+        members=dict(members),
+        settings=group.settings,
+        departed_permanently=frozenset(departed_permanently),
+    )
+
+
+def unknown_claims(
+    member: model.Member, *, given: model.ConnectorsAndTasks, configured: model.ConnectorsAndTasks
+) -> model.ConnectorsAndTasks:
+    """Configured resources a member reports owning that it was never given.
+
+    Resources no connector wants any more are not suspicious (the connector was
+    deleted or shrunk while they ran): the round revokes them.
+    """
+    return member.owned.intersection(configured).difference(given)

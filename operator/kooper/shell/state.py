@@ -1,0 +1,234 @@
+"""The planner state across operator restarts: ``WorkerGroup.status.state`` + ConfigMaps.
+
+``status.state`` is kept small enough for etcd even with 100,000 tasks: it holds
+what exists nowhere else (lost sets by member, the delay's candidates, member
+incarnations, the eager flag, and the epochs of resources that no ConfigMap
+assigns). Per-member assignments are *not* in it: the ConfigMaps are the
+assignments, so on restart ``restore`` reads them back, with the epochs of
+assigned resources and the generation each was written at.
+
+The order of writes in a round makes this safe (see ``rounds.py``): changed
+ConfigMaps first, then the status, then deletions of departed members'
+ConfigMaps. If the operator dies between the first two steps, the ConfigMaps
+are newer than the status; ``restore`` takes the newest generation, drops from
+the lost sets whatever a ConfigMap assigns, and keeps the largest epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kooper.core import errors, ids, model
+from kooper.protocol import codec, messages
+
+STATE_VERSION = 1
+
+
+def encode_resources(resources: model.ConnectorsAndTasks) -> dict[str, Any]:
+    """Resources as ``{"connectors": [...], "tasks": {"A": [0, 1]}}`` (compact)."""
+    tasks: dict[str, list[int]] = {}
+    for task in resources.tasks:
+        tasks.setdefault(model.task_connector(task), []).append(model.task_number(task))
+    for numbers in tasks.values():
+        numbers.sort()
+    return {"connectors": sorted(resources.connectors), "tasks": tasks}
+
+
+def decode_resources(raw: object) -> model.ConnectorsAndTasks:
+    """The inverse of ``encode_resources``; tolerates missing keys."""
+    if not isinstance(raw, Mapping):
+        return model.EMPTY
+    tasks = raw.get("tasks") or {}
+    return model.ConnectorsAndTasks.of(
+        (str(name) for name in raw.get("connectors") or ()),
+        (
+            f"{connector}-{number}"
+            for connector, numbers in (tasks.items() if isinstance(tasks, Mapping) else ())
+            for number in numbers
+            if isinstance(number, int)
+        ),
+    )
+
+
+def encode(state: model.PlanState) -> dict[str, Any]:
+    """``status.state``: everything in ``state`` that the ConfigMaps do not hold."""
+    in_configmaps: set[str] = set()
+    for resources in state.assignments.values():
+        in_configmaps.update(resources.connectors)
+        in_configmaps.update(resources.tasks)
+    document: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "generation": state.generation,
+        "protocol": str(state.protocol),
+        "eagerRevoking": state.eager_revoking,
+        "incarnations": dict(sorted(state.incarnations.items())),
+        "lost": {
+            member: encode_resources(resources)
+            for member, resources in sorted(state.lost.items())
+            if resources
+        },
+        "epochs": {
+            resource: epoch
+            for resource, epoch in sorted(state.epochs.items())
+            if resource not in in_configmaps
+        },
+    }
+    if state.delay is not None:
+        document["delay"] = {
+            "deadlineMs": state.delay.deadline_ms,
+            "candidates": list(state.delay.candidates),
+        }
+    return document
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Restored:
+    """A ``PlanState`` rebuilt after a restart, and what could not be read."""
+
+    state: model.PlanState
+    unreadable: tuple[str, ...]
+    """ConfigMaps whose ``assignment.json`` does not decode (rewritten next round)."""
+
+
+def restore(
+    raw: object, configmaps: Iterable[tuple[str, str]], *, group: str
+) -> Restored:
+    """Rebuild the planner state from ``status.state`` and ``(member, assignment.json)`` pairs."""
+    document = raw if isinstance(raw, Mapping) else {}
+    generation = _int(document.get("generation"), 0)
+    protocol_text = document.get("protocol", "compatible")
+    protocol = (
+        model.Protocol(protocol_text)
+        if protocol_text in ("eager", "compatible")
+        else model.Protocol.COMPATIBLE
+    )
+    epochs: dict[str, int] = {
+        str(k): v for k, v in (document.get("epochs") or {}).items() if isinstance(v, int)
+    }
+    assignments: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    assigned_at: dict[ids.WorkerId, int] = {}
+    revoking: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    unreadable: list[str] = []
+    for member_name, text in configmaps:
+        member = ids.WorkerId(member_name)
+        try:
+            assignment = codec.decode_assignment(text)
+        except errors.RemoteProtocolError:
+            unreadable.append(member_name)
+            continue
+        if assignment.group != group or assignment.member != member_name:
+            unreadable.append(member_name)
+            continue
+        assignments[member] = assignment.assigned
+        assigned_at[member] = assignment.generation
+        if assignment.revoked:
+            revoking[member] = assignment.revoked
+        generation = max(generation, assignment.generation)
+        for resource, epoch in assignment.epochs.items():
+            epochs[resource] = max(epoch, epochs.get(resource, 0))
+    assigned_anywhere = model.EMPTY
+    for resources in assignments.values():
+        assigned_anywhere = assigned_anywhere.union(resources)
+    lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for member, raw_resources in (document.get("lost") or {}).items():
+        resources = decode_resources(raw_resources).difference(assigned_anywhere)
+        if resources:
+            lost[ids.WorkerId(str(member))] = resources
+    delay: model.Delay | None = None
+    raw_delay = document.get("delay")
+    if isinstance(raw_delay, Mapping) and isinstance(raw_delay.get("deadlineMs"), int):
+        delay = model.Delay(
+            deadline_ms=raw_delay["deadlineMs"],
+            candidates=tuple(ids.WorkerId(str(c)) for c in raw_delay.get("candidates") or ()),
+        )
+    incarnations = {
+        ids.WorkerId(str(k)): str(v)
+        for k, v in (document.get("incarnations") or {}).items()
+        if ids.WorkerId(str(k)) in assignments
+    }
+    state = model.PlanState(
+        generation=generation,
+        protocol=protocol,
+        assignments=assignments,
+        assigned_at=assigned_at,
+        incarnations=incarnations,
+        lost=lost,
+        delay=delay,
+        epochs=epochs,
+        revoking=revoking,
+        eager_revoking=bool(document.get("eagerRevoking", False)),
+    )
+    return Restored(state, tuple(sorted(unreadable)))
+
+
+def merge_partial(
+    previous: model.PlanState, planned: model.PlanState, failed: Iterable[ids.WorkerId]
+) -> model.PlanState:
+    """The state after a round whose ConfigMap writes failed for some members.
+
+    Members whose write failed keep their previous assignment in the state, so the
+    barrier still counts what they may run, and the next round rewrites them.
+    """
+    failed = set(failed)
+    if not failed:
+        return planned
+    assignments = dict(planned.assignments)
+    assigned_at = dict(planned.assigned_at)
+    revoking = dict(planned.revoking)
+    for member in failed:
+        # Previous and planned together: the barrier may over-count what the member may
+        # run, never under-count it, so nothing runs twice while its ConfigMap is stale.
+        both = previous.assignments.get(member, model.EMPTY).union(
+            planned.assignments.get(member, model.EMPTY))
+        assignments[member] = both
+        if member in previous.assigned_at:
+            assigned_at[member] = previous.assigned_at[member]
+        if member in previous.revoking:
+            revoking[member] = previous.revoking[member]
+        else:
+            revoking.pop(member, None)
+    return dataclasses.replace(
+        planned, assignments=assignments, assigned_at=assigned_at, revoking=revoking
+    )
+
+
+def assignment_message(
+    *,
+    group: str,
+    member: str,
+    plan: model.MemberPlan,
+    protocol: model.Protocol,
+    policy: str,
+    delay_ms: int,
+    leader: str,
+    epochs: Mapping[str, int],
+    configs: Mapping[str, Mapping[str, str]],
+    states: Mapping[str, str],
+) -> messages.Assignment:
+    """The Assignment a member's ConfigMap carries for this round."""
+    connectors = set(plan.assigned.connectors)
+    connectors.update(model.task_connector(task) for task in plan.assigned.tasks)
+    return messages.Assignment(
+        group=group,
+        member=member,
+        generation=plan.generation,
+        protocol=protocol,
+        assigned=plan.assigned,
+        revoked=plan.revoked,
+        delay_ms=delay_ms,
+        leader=leader,
+        epochs={
+            resource: epochs[resource]
+            for resource in (*plan.assigned.connectors, *plan.assigned.tasks)
+            if resource in epochs
+        },
+        configs={name: configs[name] for name in sorted(connectors) if name in configs},
+        states={name: states[name] for name in sorted(connectors) if name in states},
+        policy=policy,
+    )
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

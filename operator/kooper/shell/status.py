@@ -1,0 +1,292 @@
+"""WorkerGroup and Connector status documents, built from a plan (pure).
+
+Conditions follow the API conventions: ``type``, ``status``, ``reason``
+(CamelCase), a plain-English ``message``, ``observedGeneration`` and a
+``lastTransitionTime`` that only moves when ``status`` flips.
+
+* ``Ready``: every configured resource is assigned and the group has converged.
+* ``Rebalancing``: revocations are out, members have not applied their latest
+  assignment yet, or a scheduled-rebalance delay is pending.
+* ``Degraded``: work is unassigned, or the input is wrong (a selector that matches
+  no pod, malformed reports, members claiming work they were never given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kooper.core import ids, model
+from kooper.shell import views
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Condition:
+    """One condition before its timestamps are settled."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+def conditions(
+    wanted: Iterable[Condition],
+    *,
+    previous: Sequence[Mapping[str, Any]],
+    generation: int,
+    now: str,
+) -> list[dict[str, Any]]:
+    """metav1.Conditions; ``lastTransitionTime`` kept from ``previous`` unless status flips."""
+    before = {c.get("type"): c for c in previous if isinstance(c, Mapping)}
+    result = []
+    for condition in wanted:
+        status = "True" if condition.status else "False"
+        old = before.get(condition.type)
+        moved = old is None or old.get("status") != status
+        result.append(
+            {
+                "type": condition.type,
+                "status": status,
+                "reason": condition.reason,
+                "message": condition.message,
+                "observedGeneration": generation,
+                "lastTransitionTime": now if moved else old.get("lastTransitionTime", now),  # type: ignore[union-attr]
+            }
+        )
+    return result
+
+
+def imbalance(plan: model.Plan) -> int:
+    """Max minus min of resources (instances + tasks) held by live members."""
+    loads = [len(member.assigned) for member in plan.members.values()]
+    return max(loads) - min(loads) if loads else 0
+
+
+def describe(resources: model.ConnectorsAndTasks) -> str:
+    """``"3 tasks and 1 connector"``."""
+    tasks = len(resources.tasks)
+    connectors = len(resources.connectors)
+    parts = []
+    if tasks:
+        parts.append(f"{tasks} task{'s' if tasks != 1 else ''}")
+    if connectors:
+        parts.append(f"{connectors} connector{'s' if connectors != 1 else ''}")
+    return " and ".join(parts) or "nothing"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupFacts:
+    """What a round knows beyond the plan, for the WorkerGroup status."""
+
+    snapshot: model.Snapshot
+    plan: model.Plan
+    now_ms: int
+    pods_matched: int
+    problems: tuple[tuple[str, str], ...] = ()
+    """(reason, message) pairs of bad input seen this round."""
+    pending: tuple[ids.WorkerId, ...] = ()
+    """Members that have not yet applied their latest assignment."""
+
+
+def group_conditions(facts: GroupFacts) -> list[Condition]:
+    """Ready / Rebalancing / Degraded for one round."""
+    plan = facts.plan
+    unassigned = plan.unassigned
+    members = len(facts.snapshot.members)
+    delay = plan.state.delay
+    if plan.revoking:
+        rebalancing = Condition("Rebalancing", True, "RevokingForBalance",
+                                "members are stopping work that moves elsewhere")
+    elif delay is not None:
+        rebalancing = Condition(
+            "Rebalancing", True, "DelayScheduled",
+            f"{describe(plan.state.lost_resources())} lost; waiting "
+            f"{max(0, delay.deadline_ms - facts.now_ms) // 1000}s for the member to come back",
+        )
+    elif facts.pending:
+        rebalancing = Condition(
+            "Rebalancing", True, "AwaitingMembers",
+            f"{len(facts.pending)} member(s) have not applied their assignment yet: "
+            + ", ".join(sorted(facts.pending)[:5]),
+        )
+    else:
+        rebalancing = Condition("Rebalancing", False, "Converged", "no rebalance in progress")
+    if facts.pods_matched == 0:
+        degraded = Condition("Degraded", True, "SelectorMatchesNoPods",
+                             "spec.selector matches no pod in this namespace")
+    elif unassigned and members == 0:
+        degraded = Condition("Degraded", True, "WorkUnassigned",
+                             f"{describe(unassigned)} unassigned: the group has no live member")
+    elif unassigned and delay is None:
+        degraded = Condition("Degraded", True, "WorkUnassigned",
+                             f"{describe(unassigned)} unassigned")
+    elif facts.problems:
+        reason, message = facts.problems[0]
+        degraded = Condition("Degraded", True, reason, message)
+    else:
+        degraded = Condition("Degraded", False, "AsExpected", "no problem detected")
+    if not unassigned and not rebalancing.status:
+        ready = Condition("Ready", True, "Balanced",
+                          f"{members} member(s) run every configured resource")
+    elif unassigned:
+        ready = Condition("Ready", False, "WorkUnassigned", f"{describe(unassigned)} unassigned")
+    else:
+        ready = Condition("Ready", False, rebalancing.reason, rebalancing.message)
+    return [ready, rebalancing, degraded]
+
+
+def group_status(
+    facts: GroupFacts, *, state: Mapping[str, Any], generation: int,
+    previous: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The WorkerGroup ``status`` after a round."""
+    plan = facts.plan
+    snapshot = facts.snapshot
+    by_protocol = {"eager": 0, "compatible": 0}
+    for member in snapshot.members.values():
+        by_protocol["compatible" if member.cooperative else "eager"] += 1
+    configured_tasks = sum(snapshot.connectors.values())
+    assigned = sum(len(m.assigned) for m in plan.members.values())
+    delay = plan.state.delay
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "rebalanceGeneration": plan.state.generation,
+        "protocol": str(plan.protocol),
+        "members": {
+            "count": len(snapshot.members),
+            "byProtocol": by_protocol,
+            "names": sorted(snapshot.members),
+        },
+        "connectors": len(snapshot.connectors),
+        "tasks": configured_tasks,
+        "assigned": assigned,
+        "unassigned": len(plan.unassigned),
+        "lost": len(plan.state.lost_resources()),
+        "imbalance": imbalance(plan),
+        "state": state,
+        "conditions": conditions(
+            group_conditions(facts),
+            previous=previous.get("conditions") or (),
+            generation=generation,
+            now=views.format_time(facts.now_ms),
+        ),
+    }
+    if delay is not None:
+        status["delay"] = {
+            "deadline": views.format_time(delay.deadline_ms),
+            "remainingSeconds": max(0, (delay.deadline_ms - facts.now_ms + 999) // 1000),
+            "lost": len(plan.state.lost_resources()),
+            "candidates": list(delay.candidates),
+        }
+    return status
+
+
+def connector_status(
+    connector: views.ConnectorView,
+    *,
+    holders: Mapping[str, ids.WorkerId],
+    owned: Mapping[str, ids.WorkerId],
+    epochs: Mapping[str, int],
+    group_exists: bool,
+) -> dict[str, Any]:
+    """A Connector's ``status`` (without conditions' timestamps settled).
+
+    ``holders`` maps each assigned resource to its member; ``owned`` maps each
+    resource a member reports running to that member.
+    """
+    count = 0 if connector.state == "stopped" else connector.tasks_max
+    tasks = []
+    running = 0
+    for number in range(count):
+        task = model.task_id(connector.name, number)
+        worker = holders.get(task)
+        if worker is None:
+            state = "UNASSIGNED"
+        elif connector.state == "paused":
+            state = "PAUSED"
+        else:
+            state = "RUNNING"
+        if worker is not None and owned.get(task) == worker:
+            running += 1
+        entry: dict[str, Any] = {"id": task, "state": state, "epoch": epochs.get(task, 0)}
+        if worker is not None:
+            entry["worker"] = worker
+        tasks.append(entry)
+    unassigned = sum(1 for t in tasks if t["state"] == "UNASSIGNED")
+    instance = holders.get(connector.name)
+    if not group_exists:
+        wanted = [
+            Condition("Ready", False, "WorkerGroupNotFound",
+                      f"WorkerGroup {connector.group!r} does not exist in namespace "
+                      f"{connector.namespace!r}"),
+            Condition("Degraded", True, "WorkerGroupNotFound",
+                      f"spec.workerGroup names {connector.group!r}, which does not exist"),
+        ]
+    elif instance is None or unassigned:
+        what = "the connector instance" if instance is None else f"{unassigned} task(s)"
+        wanted = [
+            Condition("Ready", False, "WorkUnassigned", f"{what} not assigned to any member"),
+            Condition("Degraded", True, "WorkUnassigned", f"{what} not assigned to any member"),
+        ]
+    else:
+        wanted = [
+            Condition("Ready", True, "Assigned", "the instance and every task are assigned"),
+            Condition("Degraded", False, "AsExpected", "no problem detected"),
+        ]
+    return {
+        "observedGeneration": connector.generation,
+        "worker": instance or "",
+        "taskCount": connector.tasks_max,
+        "running": running,
+        "tasks": tasks,
+        "conditions": wanted,
+    }
+
+
+def settle_connector_status(
+    status: dict[str, Any], *, previous: Mapping[str, Any], generation: int, now_ms: int
+) -> dict[str, Any]:
+    """Turn the ``Condition`` values of ``connector_status`` into metav1.Conditions."""
+    return {
+        **status,
+        "conditions": conditions(
+            status["conditions"],
+            previous=previous.get("conditions") or (),
+            generation=generation,
+            now=views.format_time(now_ms),
+        ),
+    }
+
+
+def same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two statuses differ only in condition timestamps (no patch needed)."""
+
+    def strip(status: Mapping[str, Any]) -> dict[str, Any]:
+        result = dict(status)
+        result["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"}
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping)
+        ]
+        return result
+
+    return strip(old) == strip(new)
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning ``old`` into ``new`` (``None`` deletes a key)."""
+    patch: dict[str, Any] = {}
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            sub = merge_patch(before, value)
+            if sub:
+                patch[key] = sub
+        elif value != before or key not in old:
+            patch[key] = value
+    return patch

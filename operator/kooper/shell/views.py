@@ -1,0 +1,335 @@
+"""Small frozen views of the Kubernetes objects the operator watches.
+
+kopf indexes hold these instead of whole bodies: a 1,000-pod group keeps only
+what a round needs (labels, owner, lease times, the decoded report). Parsing is
+pure and never raises on user input: a bad field becomes ``None`` or an error
+string that the round turns into an Event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kooper.core import errors, model
+from kooper.protocol import codec, messages
+
+GROUP = "kooper.dev"
+VERSION = "v1alpha1"
+MEMBER_LABEL = "kooper.dev/member"
+GROUP_LABEL = "kooper.dev/group"
+RESTART_ANNOTATION = "kooper.dev/restart"
+CONFIGMAP_PREFIX = "kooper-"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def configmap_name(member: str) -> str:
+    """The name of a member's ConfigMap (and of its Lease): ``kooper-<pod>``."""
+    return f"{CONFIGMAP_PREFIX}{member}"
+
+
+def parse_duration_ms(text: object, default_ms: int) -> int:
+    """A Go-style duration (``"300s"``, ``"5m"``, ``"1m30s"``, ``"0s"``) in milliseconds."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return max(0, int(text * 1000))
+    if not isinstance(text, str) or not text:
+        return default_ms
+    text = text.strip()
+    if text == "0":
+        return 0
+    parts = _DURATION.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return default_ms
+    return int(sum(float(number) * _DURATION_MS[unit] for number, unit in parts))
+
+
+def parse_time_ms(text: object) -> int | None:
+    """An RFC 3339 timestamp (``MicroTime`` or ``Time``) in epoch milliseconds."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def format_time(ms: int) -> str:
+    """Epoch milliseconds as the API's ``Time`` format (``2024-01-01T00:00:00Z``)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Selector:
+    """A parsed ``metav1.LabelSelector``; an empty selector matches nothing here."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """Whether the selector has no terms (the CRD forbids it; we match nothing)."""
+        return not self.match_labels and not self.expressions
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pod's labels satisfy every term."""
+        if self.empty:
+            return False
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, operator, values in self.expressions:
+            present = key in labels
+            if operator == "In" and not (present and labels[key] in values):
+                return False
+            if operator == "NotIn" and present and labels[key] in values:
+                return False
+            if operator == "Exists" and not present:
+                return False
+            if operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+def parse_selector(raw: object) -> Selector:
+    """Parse a LabelSelector mapping; unknown operators make the selector match nothing."""
+    if not isinstance(raw, Mapping):
+        return Selector()
+    labels = raw.get("matchLabels") or {}
+    pairs = tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(
+        labels, Mapping
+    ) else ()
+    expressions: list[tuple[str, str, frozenset[str]]] = []
+    for term in raw.get("matchExpressions") or ():
+        if not isinstance(term, Mapping):
+            return Selector()
+        operator = str(term.get("operator", ""))
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return Selector()
+        values = frozenset(str(v) for v in term.get("values") or ())
+        expressions.append((str(term.get("key", "")), operator, values))
+    return Selector(pairs, tuple(expressions))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupView:
+    """A WorkerGroup: identity, selector, settings and the status we last saw."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    resource_version: str
+    selector: Selector
+    settings: model.Settings
+    lease_duration_s: int
+    clock_skew_s: int
+    status: Mapping[str, Any]
+
+
+def parse_group(body: Mapping[str, Any]) -> GroupView:
+    """A WorkerGroup body as a view (spec defaults as in the CRD)."""
+    meta = body.get("metadata", {})
+    spec = body.get("spec") or {}
+    protocol = spec.get("protocol", "compatible")
+    policy = spec.get("policy", "kooper")
+    settings = model.Settings(
+        protocol=model.Protocol(protocol) if protocol in ("eager", "compatible")
+        else model.Protocol.COMPATIBLE,
+        policy=model.Policy(policy) if policy in ("kooper", "kip415") else model.Policy.KOOPER,
+        max_delay_ms=parse_duration_ms(spec.get("scheduledRebalanceMaxDelay"), 300_000),
+    )
+    return GroupView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation") or 0),
+        resource_version=str(meta.get("resourceVersion", "")),
+        selector=parse_selector(spec.get("selector")),
+        settings=settings,
+        lease_duration_s=_int(spec.get("leaseDurationSeconds"), 30),
+        clock_skew_s=_int(spec.get("clockSkewSeconds"), 5),
+        status=dict(body.get("status") or {}),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorView:
+    """A Connector: its group, tasks, config and desired state."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    group: str
+    tasks_max: int
+    config: Mapping[str, str]
+    state: str
+    restart: str
+    status: Mapping[str, Any]
+
+
+def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
+    """A Connector body as a view (spec defaults as in the CRD)."""
+    meta = body.get("metadata", {})
+    spec = body.get("spec") or {}
+    config = spec.get("config") or {}
+    state = spec.get("state", "running")
+    return ConnectorView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation") or 0),
+        group=str(spec.get("workerGroup", "")),
+        tasks_max=max(0, _int(spec.get("tasksMax"), 1)),
+        config={str(k): str(v) for k, v in config.items()} if isinstance(config, Mapping) else {},
+        state=state if state in ("running", "paused", "stopped") else "running",
+        restart=str((meta.get("annotations") or {}).get(RESTART_ANNOTATION, "")),
+        status=dict(body.get("status") or {}),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodView:
+    """A pod: labels (for selectors), uid (to match its Lease) and controller owner."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    deleting: bool
+    owner_kind: str
+    owner_name: str
+
+
+def parse_pod(body: Mapping[str, Any]) -> PodView:
+    """A Pod body as a view."""
+    meta = body.get("metadata", {})
+    owner_kind = owner_name = ""
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller") or not owner_kind:
+            owner_kind, owner_name = str(ref.get("kind", "")), str(ref.get("name", ""))
+    return PodView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        labels=dict(meta.get("labels") or {}),
+        deleting=bool(meta.get("deletionTimestamp")),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A member Lease: heartbeat times and the decoded report (or why it is unusable)."""
+
+    namespace: str
+    name: str
+    member: str
+    pod_uid: str
+    incarnation: str
+    renew_ms: int | None
+    duration_s: int | None
+    report: messages.Report | None
+    error: str
+    """Why the report cannot be used (empty when it can)."""
+    report_text: str
+
+    def expires_at_ms(self, *, default_duration_s: int, skew_s: int) -> int | None:
+        """When the member is declared departed if it does not renew (None: no renewTime)."""
+        if self.renew_ms is None:
+            return None
+        duration = self.duration_s if self.duration_s is not None else default_duration_s
+        return self.renew_ms + (duration + skew_s) * 1000
+
+
+def parse_lease(body: Mapping[str, Any]) -> LeaseView:
+    """A member Lease body as a view; the report is decoded once here, never raises."""
+    meta = body.get("metadata", {})
+    spec = body.get("spec") or {}
+    member = str((meta.get("labels") or {}).get(MEMBER_LABEL, ""))
+    pod_uid = ""
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Pod":
+            pod_uid = str(ref.get("uid", ""))
+    holder = str(spec.get("holderIdentity") or "")
+    incarnation = holder.partition("/")[2]
+    text = (meta.get("annotations") or {}).get(messages.REPORT_ANNOTATION)
+    report: messages.Report | None = None
+    error = ""
+    if not isinstance(text, str):
+        error = "the Lease has no kooper.dev/report annotation yet"
+        text = ""
+    else:
+        try:
+            report = codec.decode_report(text)
+        except errors.RemoteProtocolError as exc:
+            error = f"malformed report: {exc}"
+        else:
+            if report.member != member:
+                error = f"report names member {report.member!r}, the Lease belongs to {member!r}"
+                report = None
+            elif incarnation and report.incarnation != incarnation:
+                error = (
+                    f"report incarnation {report.incarnation!r} differs from the Lease "
+                    f"holder {holder!r}"
+                )
+                report = None
+    duration = spec.get("leaseDurationSeconds")
+    return LeaseView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        member=member,
+        pod_uid=pod_uid,
+        incarnation=incarnation or (report.incarnation if report else ""),
+        renew_ms=parse_time_ms(spec.get("renewTime") or spec.get("acquireTime")),
+        duration_s=duration if isinstance(duration, int) and duration > 0 else None,
+        report=report,
+        error=error,
+        report_text=text if len(text) <= messages.MAX_REPORT_BYTES else "",
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigMapView:
+    """A member ConfigMap written by the operator (or edited by someone else)."""
+
+    namespace: str
+    name: str
+    group: str
+    member: str
+    resource_version: str
+    text: str
+
+
+def parse_configmap(body: Mapping[str, Any]) -> ConfigMapView:
+    """A kooper ConfigMap body as a view."""
+    meta = body.get("metadata", {})
+    labels = meta.get("labels") or {}
+    return ConfigMapView(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        group=str(labels.get(GROUP_LABEL, "")),
+        member=str(labels.get(MEMBER_LABEL, "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        text=str((body.get("data") or {}).get(messages.CONFIGMAP_KEY, "")),
+    )
+
+
+def _int(value: object, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return default
