@@ -42,7 +42,7 @@ def test_every_rendered_object_validates_against_the_newest_kubernetes_schemas(r
 def test_default_render_has_the_expected_objects(render):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
     assert kinds == sorted([
-        ("ClusterKopfPeering", "default"),
+        ("ClusterKopfPeering", "kooper"),
         ("ClusterRole", "kooper"), ("ClusterRoleBinding", "kooper"),
         ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
         ("CustomResourceDefinition", "connectors.kooper.dev"),
@@ -61,7 +61,8 @@ def test_operator_runs_one_replica_with_recreate_and_the_documented_command(rend
     assert deploy["spec"]["replicas"] == 1
     assert deploy["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    assert container["args"] == ["run", "--namespace", "all", "--metrics-port", "9090", "--health-port", "8080"]
+    # No --namespace: `kooper run` then serves every namespace.
+    assert container["args"] == ["run", "--metrics-port", "9090", "--health-port", "8080", "--peering", "kooper"]
     assert container["image"] == "kooper:0.1.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -161,6 +162,15 @@ def test_workers_may_read_configmaps_and_write_leases_only(render):
         }
     sas = conftest.find(rendered, "ServiceAccount", "kooper-worker")
     assert sorted(s["metadata"]["namespace"] for s in sas) == ["team-a", "team-b"]
+
+
+def test_peering_can_be_switched_off_and_then_needs_no_peering_rights(render):
+    rendered = render({"kopfPeering": {"enabled": False}})
+    (deploy,) = conftest.find(rendered, "Deployment")
+    assert "--peering" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    (role,) = conftest.find(rendered, "ClusterRole", "kooper")
+    assert not any(group == "kopf.dev" for group, _ in _grants(role))
+    assert conftest.find(rendered, "ClusterKopfPeering") == []
 
 
 def test_crds_keep_and_install_switches(render):

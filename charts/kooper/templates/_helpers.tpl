@@ -105,11 +105,6 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
-{{/* The value of `kooper run --namespace`: one namespace, or "all". */}}
-{{- define "kooper.watchNamespace" -}}
-{{- default "all" .Values.operator.watchNamespace -}}
-{{- end -}}
-
 {{/* Contradictory values fail the render with a message (values.schema.json catches the rest). */}}
 {{- define "kooper.validateValues" -}}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
