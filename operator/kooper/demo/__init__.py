@@ -1,0 +1,1 @@
+"""The embedded demo: emulator + real operator + real worker processes, and its drill."""

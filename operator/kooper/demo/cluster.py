@@ -1,0 +1,100 @@
+"""The embedded cluster: the API emulator on 127.0.0.1 plus the real operator as a subprocess.
+
+The operator runs as ``kooper run`` in its own process, pointed at the
+emulator through ``KOOPER_KUBE_API``: exactly the code a real deployment runs,
+and a crash or a hang in it cannot take the demo's own process down.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from types import TracebackType
+from typing import IO, Any, Self
+
+from kooper.demo import pods
+from kooper.testing import cluster as emulated
+
+CRDS_DIR = pathlib.Path(__file__).resolve().parents[3] / "crds"
+"""The project's CRDs (the emulator falls back to its built-in contract without them)."""
+
+
+class EmbeddedCluster:
+    """An emulator serving HTTP and ``kooper run`` against it; a context manager."""
+
+    def __init__(self, *, workdir: pathlib.Path, namespace: str = "default",
+                 operator_command: tuple[str, ...] | None = None) -> None:
+        """Prepare; ``operator_command`` replaces ``python -m kooper.cli run`` (tests)."""
+        self.workdir = workdir
+        self.namespace = namespace
+        crds = sorted(CRDS_DIR.glob("*.yaml")) if CRDS_DIR.is_dir() else []
+        self.api = emulated.EmulatedCluster(crds=crds)
+        self.audit_log = workdir / "operator.audit.jsonl"
+        self.operator_log_path = workdir / "operator.log"
+        self.operator_command = operator_command or (sys.executable, "-m", "kooper.cli", "run")
+        self.operator: subprocess.Popen[bytes] | None = None
+        self._operator_log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The emulator's base URL."""
+        return self.api.url
+
+    def start(self) -> str:
+        """Start the emulator, then the operator; returns the API URL."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        url = self.api.start()
+        self._operator_log = self.operator_log_path.open("wb")
+        argv = [*self.operator_command, "--namespace", self.namespace, "--metrics-port", "0",
+                "--health-port", "0", "--audit-log", str(self.audit_log)]
+        self.operator = subprocess.Popen(argv, env=pods.child_env(url),
+                                         stdout=self._operator_log, stderr=subprocess.STDOUT)
+        return url
+
+    def check_operator(self) -> None:
+        """Raise if the operator process died (with the tail of its log)."""
+        if self.operator is not None and self.operator.poll() is not None:
+            tail = self.operator_log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the operator exited with {self.operator.returncode}:\n{tail}")
+
+    def create(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create an object in the demo namespace."""
+        return self.api.create(ref, body, namespace=self.namespace)
+
+    def get(self, ref: str, name: str) -> dict[str, Any] | None:
+        """An object of the demo namespace, or None."""
+        return self.api.get(ref, name, namespace=self.namespace)
+
+    def stop(self) -> None:
+        """Stop the operator (SIGTERM, then SIGKILL), then the emulator."""
+        if self.operator is not None and self.operator.poll() is None:
+            self.operator.send_signal(signal.SIGTERM)
+            try:
+                self.operator.wait(10)
+            except subprocess.TimeoutExpired:
+                self.operator.kill()
+                self.operator.wait()
+        if self._operator_log is not None:
+            self._operator_log.close()
+            self._operator_log = None
+        self.api.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def wait_for(predicate: Any, *, timeout_s: float, what: str, poll_s: float = 0.1) -> None:
+    """Poll ``predicate()`` until true; TimeoutError naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(poll_s)

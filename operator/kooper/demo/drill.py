@@ -1,0 +1,181 @@
+"""The embedded drill: a rolling restart of real workers, under one protocol and policy.
+
+One run = a fresh emulator, the real operator (``kooper run``) and N worker
+processes (``kooper worker --demo``). The run waits until every resource runs,
+marks the drill's start, restarts every pod (highest ordinal first, each after
+the previous one rejoined), waits until every resource runs again and nothing
+changed for a while, then merges the event log and scores it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+from collections.abc import Callable, Sequence
+
+from kooper.core import events
+from kooper.demo import cluster, pods, recorder, scores
+
+GROUP = "demo"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """The drill's shape and timings (short ones, so a demo finishes in minutes)."""
+
+    pods: int = 6
+    connectors: tuple[tuple[str, int], ...] = (("orders-source", 4), ("payments-source", 4),
+                                               ("warehouse-sink", 8))
+    """Connector name and tasksMax."""
+    max_delay_s: int = 20
+    """scheduledRebalanceMaxDelay."""
+    restart_s: float = 2.5
+    """Time between a pod's deletion and its replacement's start."""
+    lease_s: int = 5
+    """leaseDurationSeconds (the CRD's minimum)."""
+    clock_skew_s: int = 1
+    settle_s: float = 2.0
+    """How long nothing may change before a run counts as converged."""
+    latency_ms: int = 100
+    """The demo connectors' start/stop latency."""
+
+    @property
+    def resources(self) -> int:
+        """Connector instances plus tasks: what should run."""
+        return sum(1 + tasks for _, tasks in self.connectors)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunResult:
+    """One run's event log, window and scores."""
+
+    name: str
+    protocol: str
+    policy: str
+    rows: Sequence[events.Event]
+    start_ms: int
+    end_ms: int
+    scores: scores.Scores
+    log_path: pathlib.Path
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: the clock the workers stamp their rows with."""
+    return int(time.time() * 1000)
+
+
+def _worker_rows(runner: pods.PodRunner) -> list[events.Event]:
+    rows: list[events.Event] = []
+    for path in runner.events_files():
+        rows.extend(row for row in recorder.read_rows(path)
+                    if row.event in recorder.WORKER_KINDS)
+    rows.sort(key=lambda row: (row.ts_ms, row.event is events.Kind.START))
+    return rows
+
+
+def _wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
+                    expected: int, settle_s: float, timeout_s: float) -> None:
+    """Every resource runs on exactly one member and nothing changed for ``settle_s``."""
+    deadline = time.monotonic() + timeout_s
+    last_count = -1
+    stable_since = time.monotonic()
+    while True:
+        embedded.check_operator()
+        rows = _worker_rows(runner)
+        running = scores.running_at(rows, now_ms())
+        healthy = (sum(1 for m in running.values() if len(m) == 1) == expected
+                   and all(len(m) <= 1 for m in running.values()))
+        if len(rows) != last_count:
+            last_count, stable_since = len(rows), time.monotonic()
+        if healthy and time.monotonic() - stable_since >= settle_s:
+            return
+        if time.monotonic() > deadline:
+            busy = sum(1 for m in running.values() if m)
+            raise TimeoutError(f"not converged after {timeout_s}s: {busy}/{expected} running "
+                               f"(logs in {runner.workdir})")
+        time.sleep(0.2)
+
+
+def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path,
+            progress: Callable[[str], None] = print) -> RunResult:
+    """One rolling-restart run on a fresh embedded cluster; writes ``out/<name>.events.jsonl``."""
+    name = f"{protocol}-{policy}"
+    workdir = out / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    for stale in workdir.glob("*"):
+        stale.unlink()
+    with cluster.EmbeddedCluster(workdir=workdir) as embedded:
+        progress(f"[{name}] emulator at {embedded.url}; operator pid {embedded.operator.pid}"
+                 if embedded.operator else f"[{name}] emulator at {embedded.url}")
+        runner = pods.PodRunner(embedded.api, workdir=workdir, replicas=settings.pods,
+                                namespace=embedded.namespace)
+        try:
+            _create_objects(embedded, settings, protocol=protocol, policy=policy,
+                            app_label=runner.app_label)
+            runner.start_all()
+            progress(f"[{name}] {settings.pods} pods started; waiting for "
+                     f"{settings.resources} resources to run")
+            _wait_converged(runner, embedded, expected=settings.resources,
+                            settle_s=settings.settle_s, timeout_s=90)
+            start_ms = now_ms()
+            progress(f"[{name}] converged; rolling restart (highest ordinal first)")
+            runner.rolling_restart(
+                restart_s=settings.restart_s, joined=runner.has_joined,
+                progress=lambda line: progress(f"[{name}]   {line}"))
+            progress(f"[{name}] every pod restarted; waiting for convergence")
+            _wait_converged(runner, embedded, expected=settings.resources,
+                            settle_s=settings.settle_s,
+                            timeout_s=settings.max_delay_s + settings.lease_s * 3 + 30)
+            end_ms = now_ms()
+        finally:
+            runner.shutdown()
+    rows = recorder.collect(worker_files=runner.events_files(), audit_file=embedded.audit_log,
+                            run=name, group=GROUP, protocol=protocol, policy=policy)
+    log_path = recorder.write(rows, out / f"{name}.events.jsonl")
+    result = scores.score(rows, start_ms=start_ms, end_ms=end_ms)
+    progress(f"[{name}] done in {(end_ms - start_ms) / 1000:.1f}s; event log {log_path}")
+    return RunResult(name=name, protocol=protocol, policy=policy, rows=rows,
+                     start_ms=start_ms, end_ms=end_ms, scores=result, log_path=log_path)
+
+
+def _create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, protocol: str,
+                    policy: str, app_label: str) -> None:
+    embedded.create("workergroups", {
+        "apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
+        "metadata": {"name": GROUP},
+        "spec": {"selector": {"matchLabels": {pods.WORKER_LABEL: app_label}},
+                 "protocol": protocol, "policy": policy,
+                 "scheduledRebalanceMaxDelay": f"{settings.max_delay_s}s",
+                 "leaseDurationSeconds": settings.lease_s,
+                 "clockSkewSeconds": settings.clock_skew_s},
+    })
+    latency = str(settings.latency_ms)
+    for connector, tasks in settings.connectors:
+        embedded.create("connectors", {
+            "apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": connector},
+            "spec": {"workerGroup": GROUP, "tasksMax": tasks,
+                     "config": {"connector.class": "counter-source",
+                                "start.latency.ms": latency, "stop.latency.ms": latency}},
+        })
+
+
+RUNS: tuple[tuple[str, str, str], ...] = (
+    ("compatible", "kooper", "cooperative, kooper policy (default)"),
+    ("compatible", "kip415", "cooperative, KIP-415 exactly"),
+    ("eager", "kooper", "eager (stop the world)"),
+)
+"""(protocol, policy, description) of the demo's three runs, in order."""
+
+
+def format_table(results: Sequence[tuple[str, scores.Scores]]) -> str:
+    """The comparison table, one row per run."""
+    header = (f"{'run':<40} {'total pause':>12} {'longest':>9} {'rounds':>7} {'moves':>6} "
+              f"{'converge':>9} {'overlaps':>9} {'running':>8}")
+    lines = [header, "-" * len(header)]
+    for label, s in results:
+        lines.append(f"{label:<40} {s.total_pause_ms / 1000:>11.1f}s {s.max_pause_ms / 1000:>8.1f}s"
+                     f" {s.rounds:>7} {s.moves:>6} {s.converge_ms / 1000:>8.1f}s {s.overlaps:>9}"
+                     f" {s.running_at_end:>4}/{s.resources:<3}")
+    return "\n".join(lines)
