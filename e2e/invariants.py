@@ -1,0 +1,166 @@
+"""Drill invariants, computed from event rows alone (``kooper.core.events``).
+
+Every check takes the rows of one drill and returns the violations it found (empty
+when the invariant holds), so a test can print them. They only read rows, which is
+what lets them be unit-tested with small hand-made logs and reused on logs from the
+simulator, the embedded cluster or kind.
+
+Definitions, in the words of ``docs/events.md``: a member *runs* a resource from its
+``start`` to its ``stop`` (or to the member's ``leave`` when no ``stop`` was seen). Rows
+with the same timestamp are applied stops and leaves first, so a move seen within one
+poll (stop here, start there) is not an overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from kooper.core import events
+
+Kind = events.Kind
+_ORDER = {Kind.ROUND: 0, Kind.LEAVE: 1, Kind.STOP: 2, Kind.JOIN: 3, Kind.START: 4}
+
+
+def ordered(rows: Iterable[events.Event]) -> list[events.Event]:
+    """Rows by time; within a timestamp: rounds, leaves, stops, joins, starts."""
+    return sorted(rows, key=lambda e: (e.ts_ms, _ORDER[e.event]))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Overlap:
+    """``resource`` was running on every one of ``members`` at ``ts_ms``."""
+
+    ts_ms: int
+    resource: str
+    members: tuple[str, ...]
+
+
+def running_at_end(rows: Iterable[events.Event]) -> dict[str, set[str]]:
+    """resource -> the members that run it after the last row."""
+    running: dict[str, set[str]] = {}
+    for row in ordered(rows):
+        if row.event is Kind.START:
+            running.setdefault(row.resource, set()).add(row.member)
+        elif row.event is Kind.STOP:
+            running.get(row.resource, set()).discard(row.member)
+        elif row.event is Kind.LEAVE:
+            for members in running.values():
+                members.discard(row.member)
+    return {r: m for r, m in running.items() if m}
+
+
+def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
+    """Every moment a resource starts while another member still runs it."""
+    running: dict[str, set[str]] = {}
+    found = []
+    for row in ordered(rows):
+        if row.event is Kind.START:
+            members = running.setdefault(row.resource, set())
+            others = members - {row.member}
+            if others:
+                found.append(Overlap(row.ts_ms, row.resource, tuple(sorted({*others, row.member}))))
+            members.add(row.member)
+        elif row.event is Kind.STOP:
+            running.get(row.resource, set()).discard(row.member)
+        elif row.event is Kind.LEAVE:
+            for members in running.values():
+                members.discard(row.member)
+    return found
+
+
+def not_running(rows: Iterable[events.Event], expected: Iterable[str]) -> list[str]:
+    """Expected resources that no member runs (exactly once) at the end."""
+    end = running_at_end(rows)
+    return sorted(r for r in expected if len(end.get(r, ())) != 1)
+
+
+def imbalance(rows: Iterable[events.Event], *, members: Iterable[str] = ()) -> int:
+    """Max minus min number of tasks (resources with a ``-``) per member at the end.
+
+    ``members`` adds members that run nothing (they count as 0).
+    """
+    load = {m: 0 for m in members}
+    for resource, runners in running_at_end(rows).items():
+        if "-" in resource:
+            for member in runners:
+                load[member] = load.get(member, 0) + 1
+    return max(load.values()) - min(load.values()) if load else 0
+
+
+def _windows(rows: Sequence[events.Event], settle_ms: int) -> dict[str, list[tuple[int, int]]]:
+    """Per member, the intervals it was disturbed: from a ``leave`` to ``settle_ms`` after its next ``join``."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    open_since: dict[str, int] = {}
+    for row in rows:
+        if row.event is Kind.LEAVE and row.member not in open_since:
+            open_since[row.member] = row.ts_ms
+        elif row.event is Kind.JOIN and row.member in open_since:
+            out.setdefault(row.member, []).append((open_since.pop(row.member), row.ts_ms + settle_ms))
+    for member, since in open_since.items():
+        out.setdefault(member, []).append((since, 2**62))
+    return out
+
+
+def stops_on_undisturbed_members(
+    rows: Iterable[events.Event], *, settle_ms: int = 0, lead_ms: int = 0
+) -> list[events.Event]:
+    """``stop`` rows on a member that was not being disturbed at the time.
+
+    Under a cooperative protocol a member that is not restarting, dying or leaving
+    keeps what it runs when others come and go (membership returning to the same set,
+    or shrinking). ``lead_ms`` accepts stops just before the member's ``leave`` is seen
+    (a graceful shutdown reports its stops before the pod is observed terminating).
+    """
+    rows = ordered(rows)
+    windows = _windows(rows, settle_ms)
+    bad = []
+    for row in rows:
+        if row.event is not Kind.STOP:
+            continue
+        spans = windows.get(row.member, [])
+        if not any(start - lead_ms <= row.ts_ms <= end for start, end in spans):
+            bad.append(row)
+    return bad
+
+
+def early_reassignments(
+    rows: Iterable[events.Event],
+    *,
+    departed: str,
+    delay_ms: int,
+    tolerance_ms: int = 0,
+    same_member_ok: bool = True,
+) -> list[events.Event]:
+    """Starts of ``departed``'s lost resources that came before the delay ran out.
+
+    The resources ``departed`` ran at its first ``leave`` are lost; none of them may
+    start on another member before ``leave + delay_ms - tolerance_ms``. With
+    ``same_member_ok`` (the kooper policy's returning identity) the departed member
+    itself may take them back at once.
+    """
+    rows = ordered(rows)
+    leave = next((r for r in rows if r.event is Kind.LEAVE and r.member == departed), None)
+    if leave is None:
+        return []
+    lost = {r for r, m in running_at_end(x for x in rows if x.ts_ms < leave.ts_ms).items()
+            if departed in m}
+    stopped_by_departed = {r.resource for r in rows
+                           if r.event is Kind.STOP and r.member == departed and r.ts_ms >= leave.ts_ms}
+    lost |= stopped_by_departed
+    deadline = leave.ts_ms + delay_ms - tolerance_ms
+    return [r for r in rows
+            if r.event is Kind.START and r.resource in lost and r.ts_ms < deadline
+            and r.ts_ms >= leave.ts_ms and not (same_member_ok and r.member == departed)]
+
+
+def summary(rows: Iterable[events.Event]) -> Mapping[str, int]:
+    """A few counts for a drill's one-line report."""
+    rows = list(rows)
+    return {
+        "rows": len(rows),
+        "rounds": sum(r.event is Kind.ROUND for r in rows),
+        "starts": sum(r.event is Kind.START for r in rows),
+        "stops": sum(r.event is Kind.STOP for r in rows),
+        "overlaps": len(overlaps(rows)),
+    }
