@@ -62,3 +62,36 @@ def test_kopf_create_handler_fires_exactly_once_and_its_status_patch_lands(emula
 
     assert created == ["wg1"]
     assert deleted == ["wg1"]
+
+
+def test_kopf_resumes_after_dropped_watches_without_rerunning_handled_objects(emulated):
+    registry = kopf.OperatorRegistry()
+    created: list[str] = []
+    lock = threading.Lock()
+
+    @kopf.on.create("", "v1", "configmaps", registry=registry, id="create")
+    def on_create(name, body, patch, **_):
+        with lock:
+            created.append(name)
+        patch.metadata.annotations["kooper.dev/seen"] = "yes"
+        kopf.info(body, reason="Seen", message=f"seen {name}")
+
+    def seen(name):
+        obj = emulated.get("configmaps", name, namespace="default")
+        return obj is not None and obj["metadata"].get("annotations", {}).get(
+            "kooper.dev/seen") == "yes"
+
+    with kopfthread.OperatorThread(emulated.url, registry=registry, namespaces=("default",)):
+        emulated.create("configmaps", {"metadata": {"name": "first"}}, namespace="default")
+        assert wait_for(lambda: seen("first"))
+        assert wait_for(lambda: emulated.open_watches("configmaps") > 0)
+        assert emulated.drop_watches("configmaps") >= 1
+        emulated.create("configmaps", {"metadata": {"name": "second"}}, namespace="default")
+        assert wait_for(lambda: seen("second"), timeout=15)
+        # kopf's Events land in the emulator too (kopf.info in the handler).
+        assert wait_for(lambda: len(emulated.list("events", namespace="default")) == 2)
+        time.sleep(0.5)
+    events = emulated.list("events", namespace="default")
+    assert sorted(e["message"] for e in events) == ["seen first", "seen second"]
+    assert {e["involvedObject"]["kind"] for e in events} == {"ConfigMap"}
+    assert sorted(created) == ["first", "second"]
