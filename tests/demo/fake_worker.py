@@ -22,7 +22,8 @@ def main() -> None:
     api, pod, ns = (os.environ["KOOPER_KUBE_API"], os.environ["POD_NAME"],
                     os.environ["POD_NAMESPACE"])
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-             "metadata": {"name": f"kooper-{pod}", "ownerReferences": [
+             "metadata": {"name": f"kooper-{pod}", "annotations": {"kooper.dev/report": "{}"},
+                          "ownerReferences": [
                  {"apiVersion": "v1", "kind": "Pod", "name": pod,
                   "uid": os.environ["POD_UID"]}]},
              "spec": {"holderIdentity": pod}}

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from kooper.protocol import messages
 from kooper.testing import cluster as emulated
 
 WORKER_LABEL = "app.kubernetes.io/name"
@@ -190,8 +191,21 @@ class PodRunner:
         return self.cluster.get("leases", f"kooper-{pod.name}", namespace=self.namespace)
 
     def has_joined(self, pod: Pod) -> bool:
-        """Whether the pod's worker created its Lease (its JoinGroup) and is still alive."""
-        return pod.process.poll() is None and self.lease_of(pod) is not None
+        """Whether the pod's worker is alive and reported in its Lease (its JoinGroup).
+
+        The Lease must belong to this incarnation of the pod (its owner's uid):
+        the previous incarnation's Lease may not be garbage-collected yet.
+        """
+        if pod.process.poll() is not None:
+            return False
+        lease = self.lease_of(pod)
+        if lease is None:
+            return False
+        metadata = lease.get("metadata", {})
+        owners = {ref.get("uid") for ref in metadata.get("ownerReferences", [])}
+        if owners and pod.uid not in owners:
+            return False
+        return messages.REPORT_ANNOTATION in (metadata.get("annotations") or {})
 
     def events_files(self) -> list[pathlib.Path]:
         """Every worker events file written so far (old incarnations included)."""
