@@ -1,5 +1,6 @@
 """API discovery: what kopf reads before it watches anything."""
 
+import pathlib
 import textwrap
 
 from tests.testing import apiclient
@@ -102,3 +103,10 @@ def test_a_kind_registered_at_runtime_is_discoverable(emulated, api):
     assert "gadgets" in names(api.get("/apis/example.com/v2")[1])
     assert api.post("/apis/example.com/v2/namespaces/default/gadgets",
                     {"metadata": {"name": "g"}})[0] == 201
+
+
+def test_the_project_crds_match_the_contract_kinds_served_without_them():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    loaded = resources.load_crds(sorted((root / "crds").glob("*.yaml")))
+    assert sorted(loaded, key=lambda s: s.plural) == sorted(resources.KOOPER_CRDS,
+                                                            key=lambda s: s.plural)
