@@ -1,0 +1,361 @@
+"""The worker's side of the protocol, sans I/O (h11's shape).
+
+A ``Session`` holds no socket, no clock and no thread. The transport feeds it
+what happened (an assignment was read, the Lease was renewed, time passed, a
+callback finished) and asks it what to do next::
+
+    session.join(now_ms)
+    session.receive_assignment(assignment)       # decoded by protocol.codec
+    while actions := session.next_actions():
+        for action in actions:                   # a batch may run concurrently
+            error = execute(action)              # Start/Stop -> user callbacks
+            session.done(action, error=error)
+    session.tick(now_ms)                         # self-fencing check
+
+Rules it enforces (docs/protocol.md has the why):
+
+* Only an assignment with a generation newer than every one accepted before is
+  applied: two generations are never applied out of order.
+* Every stop an assignment implies finishes before any start: one batch of
+  ``Stop`` actions, then one batch of ``Start`` actions, then ``WriteReport``.
+* The assigned set is a full replacement: anything owned and not assigned stops
+  (the eager protocol relies on it). A resource whose epoch or config changed is
+  stopped and started again.
+* The short-circuit: a member that speaks ``compatible`` and receives an
+  ``eager`` assignment that stops something treats those resources as *lost*
+  (``Stop(lost=True)``: ``on_lost``, no committing), never as revoked.
+* Self-fencing: when the Lease was not renewed for the lease duration, every
+  resource is stopped as lost, and nothing restarts until the Lease is back
+  and an assignment with a newer generation arrives.
+* ``terminate`` (SIGTERM): stop everything (gracefully, ``on_revoked``), report
+  owning nothing, then ``ReleaseLease``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kooper.core import errors, model
+from kooper.protocol import member, messages
+
+_S = member.MemberState
+_I = member.MemberInput
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Start:
+    """Run ``resource`` (call ``on_assigned``): hand task code its epoch and config."""
+
+    resource: str
+    epoch: int
+    config: Mapping[str, str]
+    generation: int
+    protocol: model.Protocol
+    connector: bool = False
+    """Whether ``resource`` is a connector instance (else a task)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop ``resource``: ``on_lost`` when ``lost`` (do not commit), else ``on_revoked``."""
+
+    resource: str
+    lost: bool
+    generation: int
+    protocol: model.Protocol
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteReport:
+    """Publish ``report`` in the Lease annotation."""
+
+    report: messages.Report
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReleaseLease:
+    """Delete the Lease: the member is leaving for good."""
+
+
+Action = Start | Stop | WriteReport | ReleaseLease
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Wanted:
+    epoch: int
+    config: Mapping[str, str]
+    connector: bool
+
+
+class Session:
+    """One member incarnation's protocol state. Not thread-safe: drive it from one thread.
+
+    Actions are matched by identity: pass ``done`` the very object ``next_actions``
+    returned.
+    """
+
+    def __init__(
+        self,
+        *,
+        member_name: str,
+        incarnation: str,
+        protocols: frozenset[model.Protocol],
+        lease_duration_ms: int,
+    ) -> None:
+        if not protocols:
+            raise errors.LocalProtocolError("a member must speak at least one protocol")
+        self.member_name = member_name
+        self.incarnation = incarnation
+        self.protocols = protocols
+        self.lease_duration_ms = lease_duration_ms
+        self.state = _S.UNJOINED
+        self.assignment: messages.Assignment | None = None
+        """The last accepted assignment (group, protocol, policy for the event log)."""
+        self._owned: dict[str, _Wanted] = {}
+        self._target: dict[str, _Wanted] = {}
+        self._accepted_generation = -1
+        self._applied_generation = -1
+        self._stop_as_lost: set[str] = set()
+        self._failed: dict[str, str] = {}
+        self._failed_starts: set[str] = set()
+        self._in_flight: dict[int, Action] = {}
+        self._needs_assignment = True
+        self._fenced = False
+        self._report_dirty = False
+        self._report_backoff = False
+        self._last_renewed_ms = 0
+
+    # --- inputs -------------------------------------------------------------------
+
+    def join(self, now_ms: int) -> None:
+        """The Lease was created: announce ourselves (an empty report) and await work."""
+        self._step(_I.JOIN)
+        self._last_renewed_ms = now_ms
+        self._report_dirty = True
+
+    def receive_assignment(self, assignment: messages.Assignment) -> bool:
+        """Accept ``assignment`` if it is newer than any before; ``False`` if ignored.
+
+        Raises ``RemoteProtocolError`` if it is addressed to another member.
+        """
+        if assignment.member != self.member_name:
+            raise errors.RemoteProtocolError(
+                f"assignment for {assignment.member!r} delivered to {self.member_name!r}"
+            )
+        if not member.accepts_assignments(self.state):
+            return False
+        if assignment.generation <= self._accepted_generation:
+            return False
+        self._accepted_generation = assignment.generation
+        self.assignment = assignment
+        self._needs_assignment = False
+        self._failed_starts.clear()
+        target: dict[str, _Wanted] = {}
+        connectors = assignment.assigned.connectors
+        for resource in (*assignment.assigned.connectors, *assignment.assigned.tasks):
+            is_connector = resource in connectors
+            connector = resource if is_connector else model.task_connector(resource)
+            target[resource] = _Wanted(
+                epoch=assignment.epochs.get(resource, 0),
+                config=assignment.configs.get(connector, {}),
+                connector=is_connector,
+            )
+        self._target = target
+        if not self._report_dirty:
+            # Failures already reported, of resources this member no longer has, are history.
+            self._failed = {
+                resource: reason
+                for resource, reason in self._failed.items()
+                if resource in target or resource in self._owned
+            }
+        stopping = self._to_stop()
+        short_circuit = (
+            assignment.protocol is model.Protocol.EAGER
+            and model.Protocol.COMPATIBLE in self.protocols
+            and bool(stopping)
+        )
+        if short_circuit:
+            self._stop_as_lost.update(stopping)
+        self._step(_I.REVOKE if stopping else _I.ASSIGN)
+        self._report_dirty = True
+        return True
+
+    def lease_renewed(self, now_ms: int) -> None:
+        """The Lease was renewed at ``now_ms``; a fenced member rejoins."""
+        if self.state in (_S.UNJOINED, _S.LEAVING, _S.LEFT):
+            return
+        self._last_renewed_ms = max(self._last_renewed_ms, now_ms)
+        self._report_backoff = False
+        self._step(_I.LEASE_RENEWED)
+        if self.state is _S.JOINING and self._fenced:
+            self._report_dirty = True
+
+    def tick(self, now_ms: int) -> None:
+        """Time passed: fence ourselves if the Lease went unrenewed for its duration."""
+        self._report_backoff = False
+        if self.state not in member.LIVE_STATES:
+            return
+        if now_ms - self._last_renewed_ms >= self.lease_duration_ms:
+            self._step(_I.LEASE_LOST)
+            self._fenced = True
+            self._needs_assignment = True
+            self._target = {}
+            self._stop_as_lost.update(self._owned)
+            self._report_dirty = True
+
+    def terminate(self) -> None:
+        """SIGTERM: stop everything gracefully, report owning nothing, release the Lease."""
+        if self.state in (_S.LEAVING, _S.LEFT):
+            return
+        self._step(_I.LEAVE)
+        self._target = {}
+        self._report_dirty = True
+
+    # --- outputs ------------------------------------------------------------------
+
+    def next_actions(self) -> list[Action]:
+        """The next batch to run; empty while a batch is in flight or nothing is left."""
+        if self._in_flight or self.state in (_S.LEFT, _S.UNJOINED):
+            return []
+        batch: list[Action] = []
+        stopping = self._to_stop()
+        if stopping:
+            protocol = self._protocol()
+            batch.extend(
+                Stop(
+                    resource=resource,
+                    lost=self.state is _S.FENCED or resource in self._stop_as_lost,
+                    generation=self._accepted_generation,
+                    protocol=protocol,
+                )
+                for resource in sorted(stopping, key=model.resource_sort_key)
+            )
+        elif self.state is _S.REVOKING:
+            self._step(_I.STOPPED)
+        if not batch and self.state in member.LIVE_STATES:
+            batch.extend(self._starts())
+        if not batch:
+            self._maybe_applied()
+            if self._report_dirty and not self._report_backoff:
+                batch.append(WriteReport(self.report()))
+            elif self.state is _S.LEAVING:
+                batch.append(ReleaseLease())
+        self._in_flight.update((id(action), action) for action in batch)
+        return batch
+
+    def done(self, action: Action, *, error: str | None = None) -> None:
+        """``action`` finished; ``error`` says why it failed (the report carries it)."""
+        if self._in_flight.pop(id(action), None) is None:
+            raise errors.LocalProtocolError(f"{action!r} was not in flight")
+        if isinstance(action, Stop):
+            # A stop that failed or timed out is abandoned, as Connect does: the resource
+            # counts as stopped, and its epoch fences whatever the callback left running.
+            self._owned.pop(action.resource, None)
+            self._stop_as_lost.discard(action.resource)
+            self._record(action.resource, error)
+            self._report_dirty = True
+        elif isinstance(action, Start):
+            if error is None:
+                wanted = self._target.get(action.resource)
+                self._owned[action.resource] = wanted or _Wanted(
+                    action.epoch, action.config, connector=action.connector
+                )
+            else:
+                self._failed_starts.add(action.resource)
+            self._record(action.resource, error)
+            self._report_dirty = True
+        elif isinstance(action, WriteReport):
+            if error is None or self.state is _S.LEAVING:
+                self._report_dirty = self._report_dirty and action.report != self.report()
+            else:
+                self._report_backoff = True
+        else:
+            self._step(_I.RELEASED)
+
+    def report(self) -> messages.Report:
+        """What this member would report now."""
+        connectors = [name for name, wanted in self._owned.items() if wanted.connector]
+        tasks = [name for name, wanted in self._owned.items() if not wanted.connector]
+        return messages.Report(
+            member=self.member_name,
+            incarnation=self.incarnation,
+            protocols=self.protocols,
+            generation=self._applied_generation,
+            owned=model.ConnectorsAndTasks.of(connectors, tasks),
+            failed=dict(self._failed),
+            fenced=self._fenced,
+        )
+
+    @property
+    def owned(self) -> frozenset[str]:
+        """The resources running now."""
+        return frozenset(self._owned)
+
+    @property
+    def applied_generation(self) -> int:
+        """The generation of the last assignment fully applied (-1: none yet)."""
+        return self._applied_generation
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight and nothing left to do until the next input."""
+        return not self._in_flight and not self._to_stop() and not self._pending_starts()
+
+    # --- internals ----------------------------------------------------------------
+
+    def _step(self, event: member.MemberInput) -> None:
+        self.state = member.transition(self.state, event)
+
+    def _protocol(self) -> model.Protocol:
+        return self.assignment.protocol if self.assignment else min(self.protocols)
+
+    def _to_stop(self) -> list[str]:
+        target = self._target
+        return [
+            resource
+            for resource, running in self._owned.items()
+            if (wanted := target.get(resource)) is None
+            or wanted.epoch != running.epoch
+            or wanted.config != running.config
+        ]
+
+    def _pending_starts(self) -> list[str]:
+        if self.state not in member.LIVE_STATES:
+            return []
+        return [
+            resource
+            for resource in self._target
+            if resource not in self._owned and resource not in self._failed_starts
+        ]
+
+    def _starts(self) -> list[Action]:
+        protocol = self._protocol()
+        return [
+            Start(
+                resource=resource,
+                epoch=self._target[resource].epoch,
+                config=self._target[resource].config,
+                generation=self._accepted_generation,
+                protocol=protocol,
+                connector=self._target[resource].connector,
+            )
+            for resource in sorted(self._pending_starts(), key=model.resource_sort_key)
+        ]
+
+    def _maybe_applied(self) -> None:
+        # Applied = every stop and start of the accepted assignment has finished.
+        if (
+            self.state in member.LIVE_STATES
+            and not self._needs_assignment
+            and self._applied_generation != self._accepted_generation
+        ):
+            self._applied_generation = self._accepted_generation
+            self._fenced = False
+            self._report_dirty = True
+
+    def _record(self, resource: str, error: str | None) -> None:
+        if error is None:
+            self._failed.pop(resource, None)
+        else:
+            self._failed[resource] = error
