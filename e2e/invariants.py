@@ -14,6 +14,7 @@ poll (stop here, start there) is not an overlap.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from kooper.core import events
@@ -75,28 +76,38 @@ def not_running(rows: Iterable[events.Event], expected: Iterable[str]) -> list[s
     return sorted(r for r in expected if len(end.get(r, ())) != 1)
 
 
+_TASK = re.compile(r"^.+-[0-9]+$")
+
+
+def is_task(resource: str) -> bool:
+    """A task id is ``<connector>-<number>``; anything else is a connector instance."""
+    return bool(_TASK.match(resource))
+
+
 def imbalance(rows: Iterable[events.Event], *, members: Iterable[str] = ()) -> int:
-    """Max minus min number of tasks (resources with a ``-``) per member at the end.
+    """Max minus min number of tasks (``<connector>-<n>``) per member at the end.
 
     ``members`` adds members that run nothing (they count as 0).
     """
     load = {m: 0 for m in members}
     for resource, runners in running_at_end(rows).items():
-        if "-" in resource:
+        if is_task(resource):
             for member in runners:
                 load[member] = load.get(member, 0) + 1
     return max(load.values()) - min(load.values()) if load else 0
 
 
 def _windows(rows: Sequence[events.Event], settle_ms: int) -> dict[str, list[tuple[int, int]]]:
-    """Per member, the intervals it was disturbed: from a ``leave`` to ``settle_ms`` after its next ``join``."""
+    """Per member, its disturbed intervals: a ``leave`` to ``settle_ms`` after the next ``join``."""
     out: dict[str, list[tuple[int, int]]] = {}
     open_since: dict[str, int] = {}
     for row in rows:
         if row.event is Kind.LEAVE and row.member not in open_since:
             open_since[row.member] = row.ts_ms
         elif row.event is Kind.JOIN and row.member in open_since:
-            out.setdefault(row.member, []).append((open_since.pop(row.member), row.ts_ms + settle_ms))
+            out.setdefault(row.member, []).append(
+                (open_since.pop(row.member), row.ts_ms + settle_ms)
+            )
     for member, since in open_since.items():
         out.setdefault(member, []).append((since, 2**62))
     return out
@@ -143,15 +154,27 @@ def early_reassignments(
     leave = next((r for r in rows if r.event is Kind.LEAVE and r.member == departed), None)
     if leave is None:
         return []
-    lost = {r for r, m in running_at_end(x for x in rows if x.ts_ms < leave.ts_ms).items()
-            if departed in m}
-    stopped_by_departed = {r.resource for r in rows
-                           if r.event is Kind.STOP and r.member == departed and r.ts_ms >= leave.ts_ms}
+    lost = {
+        r
+        for r, m in running_at_end(x for x in rows if x.ts_ms < leave.ts_ms).items()
+        if departed in m
+    }
+    stopped_by_departed = {
+        r.resource
+        for r in rows
+        if r.event is Kind.STOP and r.member == departed and r.ts_ms >= leave.ts_ms
+    }
     lost |= stopped_by_departed
     deadline = leave.ts_ms + delay_ms - tolerance_ms
-    return [r for r in rows
-            if r.event is Kind.START and r.resource in lost and r.ts_ms < deadline
-            and r.ts_ms >= leave.ts_ms and not (same_member_ok and r.member == departed)]
+    return [
+        r
+        for r in rows
+        if r.event is Kind.START
+        and r.resource in lost
+        and r.ts_ms < deadline
+        and r.ts_ms >= leave.ts_ms
+        and not (same_member_ok and r.member == departed)
+    ]
 
 
 def summary(rows: Iterable[events.Event]) -> Mapping[str, int]:

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kooper.core import events
 from kooper.core import errors as kooper_errors
+from kooper.core import events
 from kooper.protocol import codec, messages
 
 K = events.Kind
@@ -32,8 +32,15 @@ K = events.Kind
 class Observer:
     """Turns successive observations of one group into event rows."""
 
-    def __init__(self, *, run: str, group: str, is_member_pod: Callable[[Mapping[str, Any]], bool],
-                 protocol: str = "", policy: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        run: str,
+        group: str,
+        is_member_pod: Callable[[Mapping[str, Any]], bool],
+        protocol: str = "",
+        policy: str = "",
+    ) -> None:
         self.run = run
         self.group = group
         self.is_member_pod = is_member_pod
@@ -44,17 +51,33 @@ class Observer:
         self.left: set[str] = set()
         self.generation: int | None = None
 
-    def _row(self, ts_ms: int, kind: events.Kind, member: str = "", resource: str = "",
-             generation: int = -1) -> events.Event:
-        return events.Event(ts_ms=ts_ms, run=self.run, group=self.group, member=member,
-                            resource=resource, event=kind, generation=generation,
-                            protocol=self.protocol, policy=self.policy)
+    def _row(
+        self,
+        ts_ms: int,
+        kind: events.Kind,
+        member: str = "",
+        resource: str = "",
+        generation: int = -1,
+    ) -> events.Event:
+        return events.Event(
+            ts_ms=ts_ms,
+            run=self.run,
+            group=self.group,
+            member=member,
+            resource=resource,
+            event=kind,
+            generation=generation,
+            protocol=self.protocol,
+            policy=self.policy,
+        )
 
     @staticmethod
     def _reports(leases: Iterable[Mapping[str, Any]]) -> dict[str, messages.Report]:
         out = {}
         for lease in leases:
-            text = (lease.get("metadata", {}).get("annotations") or {}).get(messages.REPORT_ANNOTATION)
+            text = (lease.get("metadata", {}).get("annotations") or {}).get(
+                messages.REPORT_ANNOTATION
+            )
             if not text:
                 continue
             try:
@@ -64,8 +87,14 @@ class Observer:
             out[report.member] = report
         return out
 
-    def observe(self, ts_ms: int, *, leases: Iterable[Mapping[str, Any]],
-                pods: Iterable[Mapping[str, Any]], group: Mapping[str, Any] | None) -> list[events.Event]:
+    def observe(
+        self,
+        ts_ms: int,
+        *,
+        leases: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
+        group: Mapping[str, Any] | None,
+    ) -> list[events.Event]:
         """The rows for what changed since the previous call."""
         rows: list[events.Event] = []
         generation = ((group or {}).get("status") or {}).get("rebalanceGeneration")
@@ -74,8 +103,11 @@ class Observer:
                 rows.append(self._row(ts_ms, K.ROUND, generation=generation))
             self.generation = generation
         reports = self._reports(leases)
-        live_pods = {p["metadata"]["name"] for p in pods
-                     if self.is_member_pod(p) and not p["metadata"].get("deletionTimestamp")}
+        live_pods = {
+            p["metadata"]["name"]
+            for p in pods
+            if self.is_member_pod(p) and not p["metadata"].get("deletionTimestamp")
+        }
         # leave: the pod is terminating or gone, the Lease is gone, or a new incarnation took over
         for member in sorted(self.owned):
             report = reports.get(member)
@@ -106,7 +138,9 @@ class Observer:
                 continue  # terminating: its remaining stops come, its starts would not be real
             now = frozenset(report.owned.sorted())
             for resource in sorted(now - self.owned[member], key=_key):
-                rows.append(self._row(ts_ms, K.START, member, resource, generation=report.generation))
+                rows.append(
+                    self._row(ts_ms, K.START, member, resource, generation=report.generation)
+                )
             self.owned[member] = now
         return rows
 
@@ -124,8 +158,15 @@ Kubectl = Callable[..., str]
 class Recorder:
     """Polls the namespace with ``kubectl`` in a thread and appends rows to ``path``."""
 
-    def __init__(self, observer: Observer, *, kubectl: Kubectl, namespace: str, path: pathlib.Path,
-                 interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        observer: Observer,
+        *,
+        kubectl: Kubectl,
+        namespace: str,
+        path: pathlib.Path,
+        interval_s: float = 0.5,
+    ) -> None:
         self.observer = observer
         self.kubectl = kubectl
         self.namespace = namespace
@@ -157,13 +198,17 @@ class Recorder:
         try:
             leases = json.loads(self.kubectl("get", "leases", "-n", self.namespace, "-o", "json"))
             pods = json.loads(self.kubectl("get", "pods", "-n", self.namespace, "-o", "json"))
-            group = json.loads(self.kubectl("get", "workergroup", self.observer.group,
-                                            "-n", self.namespace, "-o", "json"))
+            group = json.loads(
+                self.kubectl(
+                    "get", "workergroup", self.observer.group, "-n", self.namespace, "-o", "json"
+                )
+            )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError):
             self.errors += 1
             return
-        rows = self.observer.observe(int(time.time() * 1000), leases=leases["items"],
-                                     pods=pods["items"], group=group)
+        rows = self.observer.observe(
+            int(time.time() * 1000), leases=leases["items"], pods=pods["items"], group=group
+        )
         if rows:
             self.rows.extend(rows)
             with self.path.open("a") as out:

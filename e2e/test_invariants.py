@@ -9,12 +9,19 @@ K = events.Kind
 
 
 def ev(ts, kind, member="", resource=""):
-    return events.Event(ts_ms=ts, run="t", group="demo", member=member, resource=resource, event=kind)
+    return events.Event(
+        ts_ms=ts, run="t", group="demo", member=member, resource=resource, event=kind
+    )
 
 
 def steady():
-    return [ev(0, K.JOIN, "w-0"), ev(0, K.JOIN, "w-1"),
-            ev(10, K.START, "w-0", "A"), ev(10, K.START, "w-0", "A-0"), ev(10, K.START, "w-1", "A-1")]
+    return [
+        ev(0, K.JOIN, "w-0"),
+        ev(0, K.JOIN, "w-1"),
+        ev(10, K.START, "w-0", "A"),
+        ev(10, K.START, "w-0", "A-0"),
+        ev(10, K.START, "w-1", "A-1"),
+    ]
 
 
 def test_a_resource_started_on_a_second_member_before_the_first_stopped_is_an_overlap():
@@ -45,34 +52,71 @@ def test_imbalance_counts_tasks_only_and_idle_members():
 
 
 def test_a_stop_on_an_undisturbed_member_is_reported():
-    rows = [*steady(), ev(20, K.LEAVE, "w-1"), ev(21, K.STOP, "w-1", "A-1"), ev(30, K.JOIN, "w-1"),
-            ev(31, K.START, "w-1", "A-1"), ev(40, K.STOP, "w-0", "A-0")]
+    rows = [
+        *steady(),
+        ev(20, K.LEAVE, "w-1"),
+        ev(21, K.STOP, "w-1", "A-1"),
+        ev(30, K.JOIN, "w-1"),
+        ev(31, K.START, "w-1", "A-1"),
+        ev(40, K.STOP, "w-0", "A-0"),
+    ]
     bad = invariants.stops_on_undisturbed_members(rows, settle_ms=5)
     assert [(r.member, r.resource) for r in bad] == [("w-0", "A-0")]
 
 
 def test_stops_while_restarting_and_just_before_the_leave_is_seen_are_fine():
-    rows = [*steady(), ev(19, K.STOP, "w-1", "A-1"), ev(20, K.LEAVE, "w-1"), ev(30, K.JOIN, "w-1"),
-            ev(33, K.STOP, "w-1", "A-1")]
+    rows = [
+        *steady(),
+        ev(19, K.STOP, "w-1", "A-1"),
+        ev(20, K.LEAVE, "w-1"),
+        ev(30, K.JOIN, "w-1"),
+        ev(33, K.STOP, "w-1", "A-1"),
+    ]
     assert invariants.stops_on_undisturbed_members(rows, settle_ms=5, lead_ms=2) == []
     assert len(invariants.stops_on_undisturbed_members(rows, settle_ms=0, lead_ms=0)) == 2
 
 
 def test_lost_work_started_elsewhere_before_the_delay_is_an_early_reassignment():
-    rows = [*steady(), ev(100, K.LEAVE, "w-0"), ev(150, K.START, "w-1", "A-0"),
-            ev(400, K.START, "w-1", "A")]
+    rows = [
+        *steady(),
+        ev(100, K.LEAVE, "w-0"),
+        ev(150, K.START, "w-1", "A-0"),
+        ev(400, K.START, "w-1", "A"),
+    ]
     early = invariants.early_reassignments(rows, departed="w-0", delay_ms=300)
     assert [(r.ts_ms, r.resource) for r in early] == [(150, "A-0")]
-    assert invariants.early_reassignments(rows, departed="w-0", delay_ms=300, tolerance_ms=260) == []
+    assert (
+        invariants.early_reassignments(rows, departed="w-0", delay_ms=300, tolerance_ms=260) == []
+    )
 
 
 def test_a_returning_identity_may_take_its_work_back_at_once_unless_forbidden():
-    rows = [*steady(), ev(100, K.LEAVE, "w-0"), ev(120, K.JOIN, "w-0"), ev(130, K.START, "w-0", "A-0")]
+    rows = [
+        *steady(),
+        ev(100, K.LEAVE, "w-0"),
+        ev(120, K.JOIN, "w-0"),
+        ev(130, K.START, "w-0", "A-0"),
+    ]
     assert invariants.early_reassignments(rows, departed="w-0", delay_ms=300) == []
-    strict = invariants.early_reassignments(rows, departed="w-0", delay_ms=300, same_member_ok=False)
+    strict = invariants.early_reassignments(
+        rows, departed="w-0", delay_ms=300, same_member_ok=False
+    )
     assert [r.resource for r in strict] == ["A-0"]
 
 
 def test_summary_counts_rows():
     rows = [*steady(), ev(5, K.ROUND)]
-    assert invariants.summary(rows) == {"rows": 6, "rounds": 1, "starts": 3, "stops": 0, "overlaps": 0}
+    assert invariants.summary(rows) == {
+        "rows": 6,
+        "rounds": 1,
+        "starts": 3,
+        "stops": 0,
+        "overlaps": 0,
+    }
+
+
+def test_connector_names_with_dashes_are_not_tasks():
+    assert invariants.is_task("warehouse-sink-7")
+    assert not invariants.is_task("warehouse-sink")
+    rows = [ev(0, K.START, "w-0", "warehouse-sink"), ev(0, K.START, "w-1", "warehouse-sink-0")]
+    assert invariants.imbalance(rows) == 0

@@ -29,18 +29,35 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
         "watchNamespace": "team-a",
         "extraArgs": ["--verbose"],
         "extraEnv": [{"name": "KOOPER_LOG", "value": "debug"}],
-        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ops", "effect": "NoSchedule"}],
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "ops", "effect": "NoSchedule"}
+        ],
         "nodeSelector": {"kubernetes.io/os": "linux"},
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
         "priorityClassName": "system-cluster-critical",
         "podAnnotations": {"example.com/team": "ops"},
     },
     "image": {"repository": "registry.invalid/kooper", "digest": "sha256:" + "a" * 64},
     "imagePullSecrets": [{"name": "pull-secret"}],
-    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"},
-                                   "scrapeTimeout": "10s"}},
+    "metrics": {
+        "serviceMonitor": {
+            "enabled": True,
+            "labels": {"release": "prometheus"},
+            "scrapeTimeout": "10s",
+        }
+    },
     "podDisruptionBudget": {"minAvailable": 1},
     "workers": {"namespaces": ["team-a", "team-b"]},
     "crds": {"keep": False},
@@ -107,8 +124,11 @@ def objects(rendered: Rendered) -> Iterator[dict[str, Any]]:
 
 
 def find(rendered: Rendered, kind: str, name: str | None = None) -> list[dict[str, Any]]:
-    return [o for o in objects(rendered) if o["kind"] == kind
-            and (name is None or o["metadata"]["name"] == name)]
+    return [
+        o
+        for o in objects(rendered)
+        if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
 
 
 def load_yaml_docs(path: pathlib.Path) -> list[dict[str, Any]]:

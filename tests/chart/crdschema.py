@@ -74,7 +74,7 @@ _ENV = celpy.Environment()
 
 
 def eval_cel(expression: str, activation: dict[str, Any]) -> bool:
-    """Evaluate one CEL expression; an evaluation error counts as a failed rule (as in the API server)."""
+    """Evaluate one CEL expression; an evaluation error fails the rule (as in the API server)."""
     program = _ENV.program(_ENV.compile(expression))
     result = program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
     if isinstance(result, celpy.CELEvalError):

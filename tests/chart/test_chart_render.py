@@ -1,4 +1,4 @@
-"""The chart, rendered by a real Helm: it lints, every object is valid Kubernetes, defaults are safe."""
+"""The chart, rendered by a real Helm: it lints, every object is valid, defaults are safe."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import re
 
 import kubernetes_validate
 import pytest
-
 from tests.chart import conftest, crdschema
 
 VALUE_SETS = {"default": {}, "non-default": conftest.NON_DEFAULT_VALUES}
@@ -16,13 +15,16 @@ VALUE_SETS = {"default": {}, "non-default": conftest.NON_DEFAULT_VALUES}
 def test_helm_lint_strict_reports_no_errors_or_warnings(helm, values):
     report = helm.lint(str(conftest.CHART), values, strict=True)
     problems = [m for m in report["messages"] if m["severity"] >= 2]
-    assert report["errors"] == [] and problems == [], report
+    assert report["errors"] == [], report
+    assert problems == [], report
 
 
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 def test_every_rendered_object_validates_against_the_newest_kubernetes_schemas(render, values):
     rendered = render(values)
-    crds = {o["spec"]["names"]["kind"]: o for o in conftest.find(rendered, "CustomResourceDefinition")}
+    crds = {
+        o["spec"]["names"]["kind"]: o for o in conftest.find(rendered, "CustomResourceDefinition")
+    }
     checked = 0
     for obj in conftest.objects(rendered):
         if obj["apiVersion"] == "monitoring.coreos.com/v1":
@@ -41,19 +43,26 @@ def test_every_rendered_object_validates_against_the_newest_kubernetes_schemas(r
 
 def test_default_render_has_the_expected_objects(render):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
-    assert kinds == sorted([
-        ("ClusterKopfPeering", "kooper"),
-        ("ClusterRole", "kooper"), ("ClusterRoleBinding", "kooper"),
-        ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
-        ("CustomResourceDefinition", "connectors.kooper.dev"),
-        ("CustomResourceDefinition", "kopfpeerings.kopf.dev"),
-        ("CustomResourceDefinition", "workergroups.kooper.dev"),
-        ("Deployment", "kooper"), ("PodDisruptionBudget", "kooper"),
-        ("Role", "kooper-worker"), ("RoleBinding", "kooper-worker"),
-        ("Service", "kooper-metrics"), ("ServiceAccount", "kooper"), ("ServiceAccount", "kooper-worker"),
-        ("ValidatingAdmissionPolicy", "kooper-worker-own-lease"),
-        ("ValidatingAdmissionPolicyBinding", "kooper-worker-own-lease"),
-    ])
+    assert kinds == sorted(
+        [
+            ("ClusterKopfPeering", "kooper"),
+            ("ClusterRole", "kooper"),
+            ("ClusterRoleBinding", "kooper"),
+            ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
+            ("CustomResourceDefinition", "connectors.kooper.dev"),
+            ("CustomResourceDefinition", "kopfpeerings.kopf.dev"),
+            ("CustomResourceDefinition", "workergroups.kooper.dev"),
+            ("Deployment", "kooper"),
+            ("PodDisruptionBudget", "kooper"),
+            ("Role", "kooper-worker"),
+            ("RoleBinding", "kooper-worker"),
+            ("Service", "kooper-metrics"),
+            ("ServiceAccount", "kooper"),
+            ("ServiceAccount", "kooper-worker"),
+            ("ValidatingAdmissionPolicy", "kooper-worker-own-lease"),
+            ("ValidatingAdmissionPolicyBinding", "kooper-worker-own-lease"),
+        ]
+    )
 
 
 def test_operator_runs_one_replica_with_recreate_and_the_documented_command(render):
@@ -62,13 +71,22 @@ def test_operator_runs_one_replica_with_recreate_and_the_documented_command(rend
     assert deploy["spec"]["strategy"] == {"type": "Recreate"}
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     # No --namespace: `kooper run` then serves every namespace.
-    assert container["args"] == ["run", "--metrics-port", "9090", "--health-port", "8080", "--peering", "kooper"]
+    assert container["args"] == [
+        "run",
+        "--metrics-port",
+        "9090",
+        "--health-port",
+        "8080",
+        "--peering",
+        "kooper",
+    ]
     assert container["image"] == "kooper:0.1.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 8080, "metrics": 9090}
-    assert container["resources"]["requests"] and container["resources"]["limits"]
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]
 
 
 def test_operator_pod_meets_the_restricted_pod_security_standard(render):
@@ -134,9 +152,14 @@ def test_namespaced_operator_gets_a_role_in_its_namespace_and_only_crd_reads_clu
     rendered = render({"operator": {"watchNamespace": "team-a"}})
     (role,) = conftest.find(rendered, "Role", "kooper")
     assert role["metadata"]["namespace"] == "team-a"
-    assert _grants(role) == {**OPERATOR_RULES, ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"}}
+    assert _grants(role) == {
+        **OPERATOR_RULES,
+        ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"},
+    }
     (cluster_role,) = conftest.find(rendered, "ClusterRole")
-    assert _grants(cluster_role) == {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+    assert _grants(cluster_role) == {
+        ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}
+    }
     (peering,) = conftest.find(rendered, "KopfPeering")
     assert peering["metadata"]["namespace"] == "team-a"
 
@@ -144,8 +167,16 @@ def test_namespaced_operator_gets_a_role_in_its_namespace_and_only_crd_reads_clu
 def test_chart_readme_lists_every_operator_and_worker_verb():
     readme = (conftest.CHART / "README.md").read_text()
     for (group, resource), verbs in OPERATOR_RULES.items():
-        row = next((line for line in readme.splitlines()
-                    if line.startswith("|") and f"`{resource}`" in line and f"`{group or 'core'}`" in line), None)
+        row = next(
+            (
+                line
+                for line in readme.splitlines()
+                if line.startswith("|")
+                and f"`{resource}`" in line
+                and f"`{group or 'core'}`" in line
+            ),
+            None,
+        )
         assert row is not None, f"README has no RBAC row for {group}/{resource}"
         for verb in verbs:
             assert verb in row, f"README row for {resource} lacks {verb}"
@@ -178,30 +209,40 @@ def test_crds_keep_and_install_switches(render):
     assert all(c["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for c in keep)
     no_keep = conftest.find(render({"crds": {"keep": False}}), "CustomResourceDefinition")
     assert all("annotations" not in c["metadata"] for c in no_keep)
-    none = conftest.find(render({"crds": {"install": False}, "kopfPeering": {"crds": {"install": False}}}),
-                         "CustomResourceDefinition")
+    none = conftest.find(
+        render({"crds": {"install": False}, "kopfPeering": {"crds": {"install": False}}}),
+        "CustomResourceDefinition",
+    )
     assert none == []
 
 
 def test_service_monitor_only_when_enabled(render):
     assert conftest.find(render(), "ServiceMonitor") == []
-    (monitor,) = conftest.find(render({"metrics": {"serviceMonitor": {"enabled": True}}}), "ServiceMonitor")
+    (monitor,) = conftest.find(
+        render({"metrics": {"serviceMonitor": {"enabled": True}}}), "ServiceMonitor"
+    )
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
 
 def test_pod_disruption_budget_never_blocks_a_drain_by_default(render):
     (pdb,) = conftest.find(render(), "PodDisruptionBudget")
-    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
-    (pdb,) = conftest.find(render({"podDisruptionBudget": {"minAvailable": "50%"}}), "PodDisruptionBudget")
-    assert pdb["spec"]["minAvailable"] == "50%" and "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in pdb["spec"]
+    (pdb,) = conftest.find(
+        render({"podDisruptionBudget": {"minAvailable": "50%"}}), "PodDisruptionBudget"
+    )
+    assert pdb["spec"]["minAvailable"] == "50%"
+    assert "maxUnavailable" not in pdb["spec"]
 
 
 def test_generated_names_fit_in_63_characters_even_for_the_longest_release_name(render):
     rendered = render(conftest.NON_DEFAULT_VALUES, name="r" * 53)
     names = [o["metadata"]["name"] for o in conftest.objects(rendered)]
     assert all(len(n) <= 63 and not n.endswith("-") for n in names), names
-    keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
-            for o in conftest.objects(rendered)]
+    keys = [
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+        for o in conftest.objects(rendered)
+    ]
     assert len(set(keys)) == len(keys), "truncation made two objects collide"
     labels = [v for o in conftest.objects(rendered) for v in o["metadata"]["labels"].values()]
     assert all(len(v) <= 63 for v in labels)
@@ -216,7 +257,10 @@ BAD_VALUES = [
     ({"workers": {"namespaces": ["ok", "ok"]}}, "/workers/namespaces"),
     ({"crds": {"install": "yes"}}, "/crds/install"),
     ({"image": {"digest": "latest"}}, "/image/digest"),
-    ({"operator": {"securityContext": {"runAsRoot": True}}}, "additional properties 'runAsRoot' not allowed"),
+    (
+        {"operator": {"securityContext": {"runAsRoot": True}}},
+        "additional properties 'runAsRoot' not allowed",
+    ),
 ]
 
 
@@ -229,10 +273,14 @@ def test_bad_values_fail_rendering_with_the_schema_message(helm, render, values,
 
 
 CONTRADICTIONS = [
-    ({"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
-     "podDisruptionBudget: set minAvailable or maxUnavailable, not both"),
-    ({"metrics": {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}},
-     "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
+    (
+        {"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+        "podDisruptionBudget: set minAvailable or maxUnavailable, not both",
+    ),
+    (
+        {"metrics": {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}},
+        "metrics.serviceMonitor.enabled needs metrics.service.enabled",
+    ),
     ({"operator": {"healthPort": 9090}}, "operator.healthPort and metrics.port must differ"),
 ]
 
@@ -250,7 +298,13 @@ def test_notes_tell_the_next_commands(render_text):
     assert "get wg,kconn" in notes
 
 
-PASS_THROUGH = {"resources", "podSecurityContext", "securityContext", "livenessProbe", "readinessProbe"}
+PASS_THROUGH = {
+    "resources",
+    "podSecurityContext",
+    "securityContext",
+    "livenessProbe",
+    "readinessProbe",
+}
 """Kubernetes objects copied into the Deployment as they are: commented as a whole."""
 
 
@@ -268,4 +322,6 @@ def test_every_values_key_has_a_comment():
         if inside_pass_through:
             continue
         previous = lines[number - 1].strip() if number else ""
-        assert previous.startswith("#"), f"values.yaml line {number + 1}: {match.group(2)} has no comment"
+        assert previous.startswith("#"), (
+            f"values.yaml line {number + 1}: {match.group(2)} has no comment"
+        )

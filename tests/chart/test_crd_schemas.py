@@ -6,22 +6,29 @@ import copy
 
 import kubernetes_validate
 import pytest
-
 from tests.chart import conftest, crdschema
 
 
 def wg(**spec):
     base = {"selector": {"matchLabels": {"app": "w"}}}
     base.update(spec)
-    return {"apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
-            "metadata": {"name": "g", "namespace": "n"}, "spec": base}
+    return {
+        "apiVersion": "kooper.dev/v1alpha1",
+        "kind": "WorkerGroup",
+        "metadata": {"name": "g", "namespace": "n"},
+        "spec": base,
+    }
 
 
 def conn(**spec):
     base = {"workerGroup": "g"}
     base.update(spec)
-    return {"apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
-            "metadata": {"name": "c", "namespace": "n"}, "spec": base}
+    return {
+        "apiVersion": "kooper.dev/v1alpha1",
+        "kind": "Connector",
+        "metadata": {"name": "c", "namespace": "n"},
+        "spec": base,
+    }
 
 
 @pytest.mark.parametrize("kind", ["WorkerGroup", "Connector"])
@@ -33,32 +40,58 @@ def test_workergroup_names_printer_columns_and_subresources_follow_the_contract(
     crd = crds["WorkerGroup"]
     names = crd["spec"]["names"]
     assert (crd["metadata"]["name"], names["plural"], names["shortNames"], names["categories"]) == (
-        "workergroups.kooper.dev", "workergroups", ["wg"], ["kooper"])
+        "workergroups.kooper.dev",
+        "workergroups",
+        ["wg"],
+        ["kooper"],
+    )
     assert crd["spec"]["scope"] == "Namespaced"
     (version,) = crd["spec"]["versions"]
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
-        "Members": ".status.members.count", "Tasks": ".status.tasks",
-        "Unassigned": ".status.unassigned", "Protocol": ".status.protocol",
-        "Generation": ".status.rebalanceGeneration", "Delay": ".status.delay.remainingSeconds",
-        "Ready": '.status.conditions[?(@.type=="Ready")].status', "Age": ".metadata.creationTimestamp",
+        "Members": ".status.members.count",
+        "Tasks": ".status.tasks",
+        "Unassigned": ".status.unassigned",
+        "Protocol": ".status.protocol",
+        "Generation": ".status.rebalanceGeneration",
+        "Delay": ".status.delay.remainingSeconds",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Age": ".metadata.creationTimestamp",
     }
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
     assert status["x-kubernetes-preserve-unknown-fields"] is True
     assert status["properties"]["state"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert {"observedGeneration", "rebalanceGeneration", "protocol", "members", "connectors", "tasks",
-            "assigned", "unassigned", "lost", "imbalance", "delay", "state", "conditions"} <= set(
-        status["properties"])
+    assert {
+        "observedGeneration",
+        "rebalanceGeneration",
+        "protocol",
+        "members",
+        "connectors",
+        "tasks",
+        "assigned",
+        "unassigned",
+        "lost",
+        "imbalance",
+        "delay",
+        "state",
+        "conditions",
+    } <= set(status["properties"])
 
 
 def test_connector_names_scale_subresource_and_printer_columns_follow_the_contract(crds):
     crd = crds["Connector"]
     names = crd["spec"]["names"]
-    assert (names["plural"], names["shortNames"], names["categories"]) == ("connectors", ["kconn"], ["kooper"])
+    assert (names["plural"], names["shortNames"], names["categories"]) == (
+        "connectors",
+        ["kconn"],
+        ["kooper"],
+    )
     (version,) = crd["spec"]["versions"]
     assert version["subresources"] == {
-        "status": {}, "scale": {"specReplicasPath": ".spec.tasksMax", "statusReplicasPath": ".status.taskCount"}}
+        "status": {},
+        "scale": {"specReplicasPath": ".spec.tasksMax", "statusReplicasPath": ".status.taskCount"},
+    }
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
     assert columns == ["Group", "Tasks", "Running", "State", "Ready", "Age"]
 
@@ -67,8 +100,13 @@ def test_workergroup_defaults_fill_every_setting(crds):
     stored, errors = crdschema.admit(crds["WorkerGroup"], wg())
     assert errors == []
     assert stored["spec"] == {
-        "selector": {"matchLabels": {"app": "w"}}, "protocol": "compatible", "policy": "kooper",
-        "scheduledRebalanceMaxDelay": "300s", "leaseDurationSeconds": 30, "clockSkewSeconds": 5}
+        "selector": {"matchLabels": {"app": "w"}},
+        "protocol": "compatible",
+        "policy": "kooper",
+        "scheduledRebalanceMaxDelay": "300s",
+        "leaseDurationSeconds": 30,
+        "clockSkewSeconds": 5,
+    }
 
 
 def test_connector_defaults_to_one_running_task(crds):
@@ -86,8 +124,14 @@ BAD_WORKERGROUPS = [
     ({"selector": {}}, "selector must not be empty"),
     ({"selector": {"matchLabels": {}}}, "selector must not be empty"),
     ({"selector": {"matchExpressions": []}}, "selector must not be empty"),
-    ({"scheduledRebalanceMaxDelay": "-5s"}, "scheduledRebalanceMaxDelay must be a duration of at least 0s"),
-    ({"scheduledRebalanceMaxDelay": "soon"}, "scheduledRebalanceMaxDelay must be a duration of at least 0s"),
+    (
+        {"scheduledRebalanceMaxDelay": "-5s"},
+        "scheduledRebalanceMaxDelay must be a duration of at least 0s",
+    ),
+    (
+        {"scheduledRebalanceMaxDelay": "soon"},
+        "scheduledRebalanceMaxDelay must be a duration of at least 0s",
+    ),
     ({"scheduledRebalanceMaxDelay": "300"}, "does not match"),
     ({"scheduledRebalanceMaxDelay": "0"}, "does not match"),
     ({"protocol": "cooperative"}, "is not one of"),
@@ -108,7 +152,10 @@ def test_workergroup_rejects_bad_specs_with_a_clear_message(crds, spec, message)
 def test_workergroup_without_selector_is_rejected(crds):
     obj = wg()
     del obj["spec"]["selector"]
-    assert any("'selector' is a required property" in e for e in crdschema.admit(crds["WorkerGroup"], obj)[1])
+    assert any(
+        "'selector' is a required property" in e
+        for e in crdschema.admit(crds["WorkerGroup"], obj)[1]
+    )
 
 
 BAD_CONNECTORS = [
@@ -140,20 +187,47 @@ def test_every_cel_rule_has_a_message_and_compiles(crds):
             crdschema._ENV.compile(rule["rule"])  # raises on a syntax error
             found[f"{kind}:{path}"] = rule["message"]
     assert set(found) == {
-        "WorkerGroup:spec.selector", "WorkerGroup:spec.scheduledRebalanceMaxDelay",
-        "Connector:spec.workerGroup", "Connector:spec.tasksMax"}
+        "WorkerGroup:spec.selector",
+        "WorkerGroup:spec.scheduledRebalanceMaxDelay",
+        "Connector:spec.workerGroup",
+        "Connector:spec.tasksMax",
+    }
 
 
 def test_status_written_by_the_operator_validates(crds):
     obj = copy.deepcopy(wg())
     obj["status"] = {
-        "observedGeneration": 2, "rebalanceGeneration": 7, "protocol": "compatible",
-        "members": {"count": 2, "byProtocol": {"eager": 0, "compatible": 2}, "names": ["w-0", "w-1"]},
-        "connectors": 1, "tasks": 2, "assigned": 3, "unassigned": 0, "lost": 0, "imbalance": 1,
-        "delay": {"deadline": "2030-01-01T00:00:00Z", "remainingSeconds": 12, "lost": 1, "candidates": []},
+        "observedGeneration": 2,
+        "rebalanceGeneration": 7,
+        "protocol": "compatible",
+        "members": {
+            "count": 2,
+            "byProtocol": {"eager": 0, "compatible": 2},
+            "names": ["w-0", "w-1"],
+        },
+        "connectors": 1,
+        "tasks": 2,
+        "assigned": 3,
+        "unassigned": 0,
+        "lost": 0,
+        "imbalance": 1,
+        "delay": {
+            "deadline": "2030-01-01T00:00:00Z",
+            "remainingSeconds": 12,
+            "lost": 1,
+            "candidates": [],
+        },
         "state": {"anything": {"the": "operator keeps"}},
-        "conditions": [{"type": "Ready", "status": "True", "reason": "Balanced", "message": "",
-                        "lastTransitionTime": "2030-01-01T00:00:00Z", "observedGeneration": 2}],
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Balanced",
+                "message": "",
+                "lastTransitionTime": "2030-01-01T00:00:00Z",
+                "observedGeneration": 2,
+            }
+        ],
         "futureField": 1,
     }
     assert crdschema.admit(crds["WorkerGroup"], obj)[1] == []

@@ -14,12 +14,17 @@ def test_chart_copy_of_every_crd_is_byte_identical_to_the_source():
     for name in sources:
         source = (conftest.CRDS / name).read_bytes()
         copy = (conftest.CHART / "files" / "crds" / name).read_bytes()
-        assert source == copy, f"charts/kooper/files/crds/{name} drifted from crds/{name}: run `{FIX}`"
+        assert source == copy, (
+            f"charts/kooper/files/crds/{name} drifted from crds/{name}: run `{FIX}`"
+        )
 
 
 def test_rendered_crds_carry_exactly_the_source_spec(render, crds):
-    rendered = {o["spec"]["names"]["kind"]: o for o in conftest.find(render(), "CustomResourceDefinition")
-                if o["spec"]["group"] == "kooper.dev"}
+    rendered = {
+        o["spec"]["names"]["kind"]: o
+        for o in conftest.find(render(), "CustomResourceDefinition")
+        if o["spec"]["group"] == "kooper.dev"
+    }
     assert set(rendered) == set(crds) == {"WorkerGroup", "Connector"}
     for kind, crd in crds.items():
         assert rendered[kind]["metadata"]["name"] == crd["metadata"]["name"]

@@ -1,10 +1,9 @@
-"""examples/: valid Kubernetes, valid against our CRDs, wired to the chart, and balanced on paper."""
+"""examples/: valid Kubernetes, valid against our CRDs, wired to the chart, balanced on paper."""
 
 from __future__ import annotations
 
 import kubernetes_validate
 import pytest
-
 from tests.chart import conftest, crdschema
 
 
@@ -29,7 +28,7 @@ def test_example_custom_resources_pass_our_crd_schemas_and_cel_rules(examples, c
     custom = [o for o in examples if o["apiVersion"] == "kooper.dev/v1alpha1"]
     assert len(custom) == 4
     for obj in custom:
-        stored, errors = crdschema.admit(crds[obj["kind"]], obj)
+        _stored, errors = crdschema.admit(crds[obj["kind"]], obj)
         assert errors == [], (obj["metadata"]["name"], errors)
 
 
@@ -41,7 +40,11 @@ def test_workers_are_selected_by_the_group_and_named_by_the_downward_api(example
     assert selector.items() <= pod["metadata"]["labels"].items()
     (container,) = pod["spec"]["containers"]
     assert container["args"] == ["worker", "--demo"]
-    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"] if "valueFrom" in e}
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in container["env"]
+        if "valueFrom" in e
+    }
     assert env["POD_NAME"] == "metadata.name"
     assert env["POD_NAMESPACE"] == "metadata.namespace"
 

@@ -1,0 +1,168 @@
+"""The drills on kind (``make e2e``): each records an event log and checks the invariants.
+
+Every drill starts from the shipped examples (``Demo.baseline``) and ends balanced.
+Logs land in out/e2e/<drill>.jsonl in the event-log schema, ready for ``kooper analyze``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from e2e import conftest, demo, invariants, tools
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+
+DELAY_MS = 30_000
+TOLERANCE_MS = 3_000
+"""Polling (0.5 s), the operator's reaction and clock skew between this host and the cluster."""
+
+
+@pytest.fixture(scope="module")
+def group(kube):
+    g = demo.Demo(kube, conftest.NAMESPACE)
+    g.apply_examples()
+    g.wait_balanced(demo.REPLICAS, timeout_s=600)
+    return g
+
+
+@pytest.fixture
+def fresh(group):
+    group.baseline()
+    return group
+
+
+def assert_clean(rows, expected):
+    assert invariants.overlaps(rows) == [], "a resource ran on two members at once"
+    assert invariants.not_running(rows, expected) == [], (
+        "not everything runs exactly once at the end"
+    )
+
+
+def test_rolling_restart_under_compatible_stops_nothing_on_undisturbed_members(fresh):
+    with fresh.record("rolling-compatible") as rec:
+        fresh.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
+        fresh.rollout_status()
+        fresh.wait_balanced(demo.REPLICAS)
+    assert_clean(rec.rows, fresh.expected())
+    assert (
+        invariants.stops_on_undisturbed_members(rec.rows, settle_ms=5_000, lead_ms=TOLERANCE_MS)
+        == []
+    )
+
+
+def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fresh):
+    fresh.patch_group(protocol="eager")
+    fresh.wait_balanced(demo.REPLICAS)
+    with fresh.record("rolling-eager") as rec:
+        fresh.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
+        fresh.rollout_status()
+        fresh.wait_balanced(demo.REPLICAS)
+    assert_clean(rec.rows, fresh.expected())
+    logs = [demo.OUT / "rolling-compatible.jsonl", demo.OUT / "rolling-eager.jsonl"]
+    present = [str(p) for p in logs if p.exists()]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kooper.cli",
+            "analyze",
+            *present,
+            "--out",
+            str(demo.OUT / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    print(done.stdout)  # the comparison table
+    assert done.returncode == 0, done.stderr
+    assert (demo.OUT / "report" / "report.md").exists()
+
+
+@pytest.mark.parametrize("policy", ["kooper", "kip415"])
+def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fresh, policy):
+    fresh.patch_group(policy=policy)
+    victim = f"{demo.STATEFULSET}-1"
+    with fresh.record(f"kill-{policy}") as rec:
+        fresh.k("delete", "pod", victim, "--grace-period=0", "--force")
+        time.sleep(2)
+        fresh.wait_balanced(demo.REPLICAS, timeout_s=DELAY_MS / 1000 + 180)
+    assert_clean(rec.rows, fresh.expected())
+    early = invariants.early_reassignments(
+        rec.rows,
+        departed=victim,
+        delay_ms=DELAY_MS,
+        tolerance_ms=TOLERANCE_MS,
+        same_member_ok=policy == "kooper",
+    )
+    assert early == [], "lost work started before the scheduled rebalance delay ran out"
+    if policy == "kooper":
+        assert (
+            invariants.stops_on_undisturbed_members(rec.rows, settle_ms=5_000, lead_ms=TOLERANCE_MS)
+            == []
+        )
+
+
+def test_scale_up_spreads_work_and_scale_down_moves_nothing_off_the_remaining_members(fresh):
+    with fresh.record("scale-up") as up:
+        fresh.scale(6)
+        fresh.wait_balanced(6)
+    assert_clean(up.rows, fresh.expected())
+    members = [f"{demo.STATEFULSET}-{n}" for n in range(6)]
+    assert invariants.imbalance(up.rows, members=members) <= 1
+    with fresh.record("scale-down") as down:
+        fresh.scale(demo.REPLICAS)
+        fresh.wait_balanced(demo.REPLICAS)
+    assert_clean(down.rows, fresh.expected())
+    assert invariants.stops_on_undisturbed_members(down.rows, lead_ms=TOLERANCE_MS) == []
+
+
+def test_an_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(fresh):
+    delay_ms = 60_000
+    fresh.patch_group(policy="kip415", scheduledRebalanceMaxDelay="60s")
+    victim = f"{demo.STATEFULSET}-2"
+    with fresh.record("operator-restart") as rec:
+        fresh.k("delete", "pod", victim, "--grace-period=0", "--force")
+        status = tools.wait_for(
+            "a pending delay in WorkerGroup.status",
+            lambda: fresh.group_status().get("delay"),
+            timeout_s=60,
+        )
+        deadline = status["deadline"]
+        fresh.k("rollout", "restart", "deployment/kooper")
+        fresh.rollout_status("deployment", "kooper")
+        pending = fresh.group_status().get("delay")
+        if pending:  # still pending after the restart: the same deadline, not a new one
+            assert pending["deadline"] == deadline
+        fresh.wait_balanced(demo.REPLICAS, timeout_s=delay_ms / 1000 + 180)
+    assert_clean(rec.rows, fresh.expected())
+    early = invariants.early_reassignments(
+        rec.rows,
+        departed=victim,
+        delay_ms=delay_ms,
+        tolerance_ms=TOLERANCE_MS,
+        same_member_ok=False,
+    )
+    assert early == [], "the restarted operator forgot the pending delay"
+
+
+def test_rolling_protocol_upgrade_from_eager_only_workers_to_compatible(fresh):
+    with fresh.record("protocol-upgrade") as rec:
+        fresh.set_worker_args([*demo.DEFAULT_ARGS, "--protocols", "eager"])
+        fresh.rollout_status()
+        fresh.wait_balanced(demo.REPLICAS)
+        assert fresh.group_status().get("protocol") == "eager"
+        fresh.set_worker_args(demo.DEFAULT_ARGS)
+        fresh.rollout_status()
+        fresh.wait_balanced(demo.REPLICAS)
+        tools.wait_for(
+            "the group back on the compatible protocol",
+            lambda: fresh.group_status().get("protocol") == "compatible",
+            timeout_s=120,
+        )
+    assert_clean(rec.rows, fresh.expected())
