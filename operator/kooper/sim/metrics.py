@@ -1,0 +1,214 @@
+"""Per-run drill metrics over event rows, in pure Python.
+
+The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
+``docs/events.md``; the two implementations must agree on every log:
+
+* Events that share a timestamp are ordered stop, leave, round, join, start.
+* An *interval* is a ``start`` of a resource on a member up to the next
+  ``start``/``stop`` of it there, if that comes before the member's next
+  ``join``; otherwise up to the member's next ``leave`` or ``join``; otherwise
+  the run's last event. Empty intervals are dropped.
+* A resource's *pause* is the time between its first interval and the run's
+  last event during which it runs on no member. ``total_pause_ms`` sums over
+  resources, ``max_pause_ms`` is the longest single pause.
+* A member is *disturbed* if it has a ``leave``, or a ``join`` after the run's
+  first ``start``. A resource is *undisturbed* if no member that ran it was
+  disturbed; ``undisturbed_pause_ms`` sums their pauses.
+* A *move* is a ``start`` on a member other than the one that last started it.
+* An *overlap* is an interval that began while another member still ran the
+  resource (counted per interval).
+* ``rounds`` counts ``round`` events; ``converge_ms`` runs from the first
+  disruption (first ``leave``, else first ``stop``) to the last ``start``
+  (0 if that comes first, ``None`` without a disruption).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from kooper.core import events as ev
+
+_ORDER = {ev.Kind.STOP: 0, ev.Kind.LEAVE: 1, ev.Kind.ROUND: 2, ev.Kind.JOIN: 3, ev.Kind.START: 4}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """The metrics of one run (see the module docstring for definitions)."""
+
+    run: str
+    protocol: str
+    policy: str
+    events: int
+    resources: int
+    total_pause_ms: int
+    max_pause_ms: int
+    undisturbed_resources: int
+    undisturbed_pause_ms: int
+    moves: int
+    overlaps: int
+    rounds: int
+    converge_ms: int | None
+
+
+Key = tuple[str, str]  # (group, resource) or (group, member)
+
+
+def _sorted(events: Iterable[ev.Event]) -> list[ev.Event]:
+    return sorted(events, key=lambda e: (e.ts_ms, _ORDER[e.event]))
+
+
+def intervals(events: Sequence[ev.Event]) -> list[tuple[Key, str, int, int]]:
+    """``(resource key, member, start_ms, end_ms)`` spans of one run, empty ones dropped."""
+    ordered = _sorted(events)
+    if not ordered:
+        return []
+    run_end = ordered[-1].ts_ms
+    spans: list[tuple[Key, str, int, int]] = []
+    # Open spans: (group, member, resource) -> [start_ms, first leave since then or -1].
+    open_: dict[tuple[str, str, str], list[int]] = {}
+    by_member: dict[Key, set[str]] = defaultdict(set)
+
+    def close(place: tuple[str, str, str], end: int) -> None:
+        start, _ = open_.pop(place)
+        end = min(end, run_end)
+        if end > start:
+            spans.append(((place[0], place[2]), place[1], start, end))
+
+    for e in ordered:
+        member_key = (e.group, e.member)
+        if e.event in (ev.Kind.START, ev.Kind.STOP):
+            if not e.resource:
+                continue
+            place = (e.group, e.member, e.resource)
+            if place in open_:
+                close(place, e.ts_ms)  # even after a leave: a zombie ran it until then
+                by_member[member_key].discard(e.resource)
+            if e.event is ev.Kind.START:
+                open_[place] = [e.ts_ms, -1]
+                by_member[member_key].add(e.resource)
+        elif e.event is ev.Kind.LEAVE and e.member:
+            for resource in by_member[member_key]:
+                span = open_[(e.group, e.member, resource)]
+                if span[1] < 0:
+                    span[1] = e.ts_ms
+        elif e.event is ev.Kind.JOIN and e.member:
+            for resource in by_member.pop(member_key, set()):
+                place = (e.group, e.member, resource)
+                leave = open_[place][1]
+                close(place, e.ts_ms if leave < 0 else leave)
+    for place, (_, leave) in list(open_.items()):
+        close(place, run_end if leave < 0 else leave)
+    return spans
+
+
+def _pauses(spans: list[tuple[Key, str, int, int]], run_end: int) -> dict[Key, list[int]]:
+    """Per resource, the length of each interval during which it ran nowhere."""
+    deltas: dict[Key, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for key, _, start, end in spans:
+        deltas[key][start] += 1
+        deltas[key][end] -= 1
+    result: dict[Key, list[int]] = {}
+    for key, changes in deltas.items():
+        pauses: list[int] = []
+        running = 0
+        times = sorted(changes)
+        for index, ts in enumerate(times):
+            running += changes[ts]
+            following = times[index + 1] if index + 1 < len(times) else run_end
+            if running == 0 and following > ts:
+                pauses.append(following - ts)
+        result[key] = pauses
+    return result
+
+
+def _overlaps(spans: list[tuple[Key, str, int, int]]) -> int:
+    """Intervals that began while an earlier one of the same resource still ran."""
+    count = 0
+    latest_end: dict[Key, int] = {}
+    for key, _, start, end in sorted(spans, key=lambda s: (s[0], s[2], s[1])):
+        if latest_end.get(key, start) > start:
+            count += 1
+        latest_end[key] = max(latest_end.get(key, end), end)
+    return count
+
+
+def run_metrics(events: Sequence[ev.Event]) -> RunMetrics:
+    """The metrics of one run's events (all rows should share ``run``)."""
+    ordered = _sorted(events)
+    if not ordered:
+        return RunMetrics("", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, None)
+    run_end = ordered[-1].ts_ms
+    spans = intervals(ordered)
+    pauses = _pauses(spans, run_end)
+    starts = [e for e in ordered if e.event is ev.Kind.START and e.resource]
+    first_start = starts[0].ts_ms if starts else None
+    disturbed = {
+        (e.group, e.member)
+        for e in ordered
+        if e.member
+        and (
+            e.event is ev.Kind.LEAVE
+            or (e.event is ev.Kind.JOIN and first_start is not None and e.ts_ms > first_start)
+        )
+    }
+    calm: dict[Key, bool] = {}
+    for key, member, _, _ in spans:
+        calm[key] = calm.get(key, True) and (key[0], member) not in disturbed
+    moves = 0
+    last_started: dict[Key, str] = {}
+    for e in sorted(starts, key=lambda e: (e.ts_ms, e.member)):
+        key = (e.group, e.resource)
+        if last_started.get(key, e.member) != e.member:
+            moves += 1
+        last_started[key] = e.member
+    leaves = [e.ts_ms for e in ordered if e.event is ev.Kind.LEAVE]
+    stops = [e.ts_ms for e in ordered if e.event is ev.Kind.STOP]
+    disrupted = leaves[0] if leaves else (stops[0] if stops else None)
+    converge = None
+    if disrupted is not None:
+        converge = max(0, starts[-1].ts_ms - disrupted) if starts else 0
+    return RunMetrics(
+        run=ordered[0].run,
+        protocol=next((e.protocol for e in ordered if e.protocol), ""),
+        policy=next((e.policy for e in ordered if e.policy), ""),
+        events=len(ordered),
+        resources=len(pauses),
+        total_pause_ms=sum(sum(p) for p in pauses.values()),
+        max_pause_ms=max((max(p) for p in pauses.values() if p), default=0),
+        undisturbed_resources=sum(1 for key in pauses if calm.get(key, True)),
+        undisturbed_pause_ms=sum(sum(p) for key, p in pauses.items() if calm.get(key, True)),
+        moves=moves,
+        overlaps=_overlaps(spans),
+        rounds=sum(1 for e in ordered if e.event is ev.Kind.ROUND),
+        converge_ms=converge,
+    )
+
+
+def by_run(events: Iterable[ev.Event]) -> list[RunMetrics]:
+    """Metrics of every run in ``events``, sorted by protocol, policy and run."""
+    runs: dict[str, list[ev.Event]] = defaultdict(list)
+    for e in events:
+        runs[e.run].append(e)
+    result = [run_metrics(rows) for rows in runs.values()]
+    return sorted(result, key=lambda m: (m.protocol, m.policy, m.run))
+
+
+TABLE_COLUMNS = (
+    "run", "protocol", "policy", "total_pause_ms", "max_pause_ms", "undisturbed_pause_ms",
+    "moves", "overlaps", "rounds", "converge_ms",
+)
+
+
+def table(rows: Sequence[RunMetrics]) -> str:
+    """A plain-text table of metrics, one line per run."""
+    cells = [list(TABLE_COLUMNS)]
+    for row in rows:
+        values = dataclasses.asdict(row)
+        cells.append(["-" if values[c] is None else str(values[c]) for c in TABLE_COLUMNS])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+        for line in cells
+    )

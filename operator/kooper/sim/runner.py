@@ -1,0 +1,523 @@
+"""The discrete-event drill simulator: the real ``assignor.plan`` and modelled members.
+
+Everything runs on a virtual clock (``sim.clock``) with seeded randomness, so a
+run is a pure function of its ``Config``, ``Scenario`` and seed.
+
+The operator runs a round (debounced) after a report, a departure or a config
+change, and at ``plan.next_round_at_ms``; it writes documents only for
+``plan.changed`` members. A member applies its newest document after the
+propagation latency the way ``sdk.session`` does: stop what was revoked (one
+batch taking the stop time), start what was assigned (the start time), then
+report (the report latency). The member is modelled here rather than driven
+through ``sdk.Session`` so that 1,000 pods x 100,000 tasks stay affordable; the
+rules are the session's (newest generation only, stops before starts, report
+after both, self-fence after the lease duration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+
+from kooper.core import assignor, ids, model
+from kooper.core import events as ev
+from kooper.sim import clock, scenarios
+
+Step = scenarios.Step
+A = scenarios.Action
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Span:
+    """A uniform latency ``[lo, hi]`` in milliseconds."""
+
+    lo: int
+    hi: int
+
+    def draw(self, rng: random.Random) -> int:
+        """One sample."""
+        return self.lo if self.hi <= self.lo else rng.randint(self.lo, self.hi)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Latencies:
+    """The latency model (milliseconds)."""
+
+    start: Span = Span(200, 800)
+    stop: Span = Span(100, 400)
+    report: Span = Span(20, 100)
+    propagate: Span = Span(50, 300)
+    debounce: Span = Span(100, 100)
+    restart: Span = Span(8_000, 15_000)
+    ready: Span = Span(500, 1_500)
+    operator_restart: Span = Span(3_000, 8_000)
+    lease_ms: int = 15_000
+    skew_ms: int = 5_000
+    resync_ms: int = 10_000
+    """A member that missed a document or whose report was lost retries after this."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Faults:
+    """Random message faults, active until ``until_ms``."""
+
+    lose_doc: float = 0.0
+    lose_report: float = 0.0
+    slow_report: float = 0.0
+    """Probability that a report takes ``slow_report_ms`` more."""
+    slow_report_ms: int = 5_000
+    until_ms: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    """One simulated run."""
+
+    pods: int = 6
+    connectors: int = 3
+    tasks: int = 4
+    """Tasks per connector."""
+    policy: model.Policy = model.Policy.KOOPER
+    protocol: model.Protocol = model.Protocol.COMPATIBLE
+    delay_ms: int = 300_000
+    seed: int = 0
+    latencies: Latencies = Latencies()
+    faults: Faults = Faults()
+    warmup_ms: int = 30_000
+    horizon_ms: int = 24 * 3_600_000
+    run: str = ""
+    group: str = "sim"
+
+
+@dataclasses.dataclass
+class _Pod:
+    name: ids.WorkerId
+    ordinal: int
+    token: int
+    incarnation: str
+    protocols: frozenset[model.Protocol]
+    running: set[str] = dataclasses.field(default_factory=set)
+    generation: int = -1
+    latest: model.MemberPlan | None = None
+    busy: bool = False
+    alive: bool = True
+    partitioned: bool = False
+    fenced: bool = False
+    report_seq: int = 0
+
+
+@dataclasses.dataclass
+class Result:
+    """What a run produced: the event log and the safety violations seen."""
+
+    events: list[ev.Event]
+    violations: list[str]
+    end_ms: int
+    plan: model.Plan | None
+    running: dict[str, set[str]]
+    configured: model.ConnectorsAndTasks
+    settings: model.Settings
+    last_fault_ms: int
+
+
+ALL = frozenset(model.Protocol)
+EAGER_ONLY = frozenset({model.Protocol.EAGER})
+
+
+class Sim:
+    """One run. ``run()`` drives the clock until nothing is left to happen."""
+
+    def __init__(self, config: Config, scenario: scenarios.Scenario) -> None:
+        self.config = config
+        self.scenario = scenario
+        self.rng = random.Random(config.seed)
+        self.lat = config.latencies
+        self.clock = clock.Clock()
+        self.run_id = config.run or (
+            f"{scenario.name}-{config.protocol}-{config.policy}-{config.seed}"
+        )
+        self.settings = model.Settings(config.protocol, config.policy, config.delay_ms)
+        self.connectors = {f"c{i:02d}": config.tasks for i in range(config.connectors)}
+        self.configured = model.Snapshot(self.connectors, {}).configured()
+        self.pods: dict[ids.WorkerId, _Pod] = {}
+        self.tokens = 0
+        # The operator's view and memory.
+        self.visible: dict[ids.WorkerId, model.Member] = {}
+        self.seen_seq: dict[ids.WorkerId, tuple[int, int]] = {}
+        self.permanent: set[ids.WorkerId] = set()
+        self.state = model.PlanState()
+        self.planned: dict[ids.WorkerId, model.MemberPlan] = {}
+        self.written: dict[ids.WorkerId, model.MemberPlan] = {}
+        self.operator_up = True
+        self.operator_epoch = 0
+        self.round_pending = False
+        self.deadline_at: int | None = None
+        self.crash_mid_round = False
+        self.last_plan: model.Plan | None = None
+        # The truth.
+        self.owner: dict[str, ids.WorkerId] = {}
+        self.events: list[ev.Event] = []
+        self.violations: list[str] = []
+        self.step_index = 0
+        self.waiting_ready: ids.WorkerId | None = None
+        self.last_fault_ms = 0
+        self.handlers: dict[str, Callable[..., None]] = {
+            "up": self._up, "ready": self._ready, "doc": self._doc, "stopped": self._stopped,
+            "started": self._started, "report": self._report, "gone": self._gone,
+            "round": self._round, "deadline": self._deadline, "step": self._step,
+            "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
+            "heal": self._heal, "reread": self._reread,
+        }
+
+    # -- recording ------------------------------------------------------------------
+
+    def _emit(self, kind: ev.Kind, member: str = "", resource: str = "",
+              generation: int = -1, epoch: int = -1) -> None:
+        self.events.append(ev.Event(
+            self.clock.now_ms, self.run_id, self.config.group, member, resource, kind,
+            generation, epoch, str(self.settings.protocol), str(self.settings.policy),
+        ))
+
+    # -- driving -------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        """Form the group, play the scenario, run until quiet; return the log."""
+        for ordinal in range(self.config.pods):
+            self._spawn(ordinal, EAGER_ONLY if self.scenario.eager_only else ALL, 0)
+        if self.scenario.steps:
+            self.clock.at(self.config.warmup_ms, "step")
+        pop = self.clock.pop
+        handlers = self.handlers
+        horizon = self.config.horizon_ms
+        while (event := pop()) is not None:
+            if self.clock.now_ms > horizon:
+                self.violations.append(f"no quiescence before {horizon} ms")
+                break
+            handlers[event[0]](*event[1:])
+        return Result(
+            self.events, self.violations, self.clock.now_ms, self.last_plan,
+            {str(p.name): set(p.running) for p in self.pods.values() if p.alive},
+            self.configured, self.settings, self.last_fault_ms,
+        )
+
+    def _spawn(self, ordinal: int, protocols: frozenset[model.Protocol], after_ms: int) -> None:
+        self.tokens += 1
+        name = ids.WorkerId(f"{self.config.group}-{ordinal}")
+        pod = _Pod(name, ordinal, self.tokens, f"i{self.tokens}", protocols, alive=False)
+        self.pods[name] = pod
+        self.clock.after(after_ms, "up", name, pod.token)
+
+    def _pod(self, name: ids.WorkerId, token: int) -> _Pod | None:
+        pod = self.pods.get(name)
+        return pod if pod is not None and pod.token == token and pod.alive else None
+
+    # -- the scenario ----------------------------------------------------------------------
+
+    def _step(self) -> None:
+        steps = self.scenario.steps
+        step = steps[self.step_index]
+        self.step_index += 1
+        self.last_fault_ms = self.clock.now_ms
+        touched = self._apply_step(step)
+        if self.step_index < len(steps):
+            nxt = steps[self.step_index]
+            if nxt.wait_ready and touched is not None:
+                self.waiting_ready = touched
+            else:
+                self.clock.after(nxt.delay_ms, "step")
+
+    def _apply_step(self, step: Step) -> ids.WorkerId | None:
+        name = ids.WorkerId(f"{self.config.group}-{step.pod}")
+        pod = self.pods.get(name)
+        down = step.down_ms if step.down_ms is not None else self.lat.restart.draw(self.rng)
+        if step.action in (A.RESTART, A.KILL):
+            if pod is None or name in self.permanent:
+                return None
+            protocols = pod.protocols
+            if step.protocols:
+                protocols = ALL if step.protocols == "compatible" else EAGER_ONLY
+            if pod.alive:
+                self._depart(pod)
+            else:
+                pod.token = -1  # still coming up: that start is superseded
+            self._spawn(step.pod, protocols, down)
+            return name
+        if step.action is A.SCALE_UP:
+            top = max((p.ordinal for p in self.pods.values()), default=-1)
+            for ordinal in range(top + 1, top + 1 + step.count):
+                self.permanent.discard(ids.WorkerId(f"{self.config.group}-{ordinal}"))
+                self._spawn(ordinal, ALL, self.lat.ready.draw(self.rng))
+            return None
+        if step.action is A.SCALE_DOWN:
+            live = sorted((p for p in self.pods.values() if p.name not in self.permanent),
+                          key=lambda p: p.ordinal)
+            for victim in live[len(live) - min(step.count, len(live) - 1):]:
+                self.permanent.add(victim.name)
+                if victim.alive:
+                    self._depart(victim)
+                victim.token = -1
+            return None
+        if step.action is A.OPERATOR_RESTART:
+            if step.mid_round:
+                self.crash_mid_round = True
+                self._trigger()
+            else:
+                self._operator_down()
+            return None
+        if step.action is A.PROTOCOL:
+            self.settings = dataclasses.replace(
+                self.settings, protocol=model.Protocol(step.protocols)
+            )
+            self._trigger()
+            return None
+        if step.action is A.PARTITION:
+            if pod is None or not pod.alive or pod.partitioned:
+                return None
+            pod.partitioned = True
+            self.clock.after(self.lat.lease_ms, "fence", name, pod.token)
+            self.clock.after(self.lat.lease_ms + self.lat.skew_ms, "declare", name, pod.token)
+            self.clock.after(down, "heal", name, pod.token)
+            return None
+        raise AssertionError(step.action)
+
+    def _ready(self, name: ids.WorkerId, token: int) -> None:
+        if self.waiting_ready == name and self._pod(name, token) is not None:
+            self.waiting_ready = None
+            self.clock.after(self.scenario.steps[self.step_index].delay_ms, "step")
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    def _up(self, name: ids.WorkerId, token: int) -> None:
+        pod = self.pods.get(name)
+        if pod is None or pod.token != token:
+            return
+        pod.alive = True
+        self._emit(ev.Kind.JOIN, name)
+        self._send_report(pod)
+        self.clock.after(self.lat.ready.draw(self.rng), "ready", name, token)
+
+    def _depart(self, pod: _Pod) -> None:
+        """The process is gone: everything it ran stops at once."""
+        self._stop_all(pod)
+        pod.alive = False
+        self._emit(ev.Kind.LEAVE, pod.name)
+        self.clock.after(self.lat.report.draw(self.rng), "gone", pod.name, pod.incarnation)
+
+    def _stop_all(self, pod: _Pod) -> None:
+        for resource in sorted(pod.running):
+            self._emit(ev.Kind.STOP, pod.name, resource, pod.generation)
+            if self.owner.get(resource) == pod.name:
+                del self.owner[resource]
+        pod.running.clear()
+
+    def _doc(self, name: ids.WorkerId, token: int, doc: model.MemberPlan) -> None:
+        pod = self._pod(name, token)
+        if pod is None or pod.partitioned:
+            return
+        newest = pod.latest.generation if pod.latest is not None else -1
+        if doc.generation <= max(newest, pod.generation):
+            return
+        pod.latest = doc
+        if not pod.busy:
+            self._apply(pod)
+
+    def _apply(self, pod: _Pod) -> None:
+        doc = pod.latest
+        assert doc is not None
+        pod.busy = True
+        to_stop = pod.running.difference(doc.assigned.connectors, doc.assigned.tasks)
+        if to_stop:
+            self.clock.after(self.lat.stop.draw(self.rng), "stopped", pod.name, pod.token, doc,
+                             to_stop)
+        else:
+            self._start_phase(pod, doc)
+
+    def _stopped(self, name: ids.WorkerId, token: int, doc: model.MemberPlan,
+                 to_stop: set[str]) -> None:
+        pod = self._pod(name, token)
+        if pod is None or pod.fenced:
+            return
+        for resource in sorted(to_stop & pod.running):
+            self._emit(ev.Kind.STOP, name, resource, doc.generation)
+            if self.owner.get(resource) == name:
+                del self.owner[resource]
+        pod.running -= to_stop
+        self._start_phase(pod, doc)
+
+    def _start_phase(self, pod: _Pod, doc: model.MemberPlan) -> None:
+        to_start = set(doc.assigned.connectors).union(doc.assigned.tasks) - pod.running
+        if to_start:
+            self.clock.after(self.lat.start.draw(self.rng), "started", pod.name, pod.token, doc,
+                             to_start)
+        else:
+            self._applied(pod, doc)
+
+    def _started(self, name: ids.WorkerId, token: int, doc: model.MemberPlan,
+                 to_start: set[str]) -> None:
+        pod = self._pod(name, token)
+        if pod is None or pod.fenced:
+            return
+        epochs = self.state.epochs
+        for resource in sorted(to_start):
+            holder = self.owner.get(resource)
+            if holder is not None and holder != name:
+                self.violations.append(
+                    f"t={self.clock.now_ms}: {resource} started on {name} while {holder} runs it")
+            self.owner[resource] = name
+            self._emit(ev.Kind.START, name, resource, doc.generation, epochs.get(resource, -1))
+        pod.running |= to_start
+        self._applied(pod, doc)
+
+    def _applied(self, pod: _Pod, doc: model.MemberPlan) -> None:
+        pod.generation = doc.generation
+        pod.busy = False
+        self._send_report(pod)
+        if pod.latest is not None and pod.latest.generation > pod.generation:
+            self._apply(pod)
+
+    def _send_report(self, pod: _Pod) -> None:
+        if pod.partitioned:
+            return
+        pod.report_seq += 1
+        running = pod.running
+        owned = model.ConnectorsAndTasks(
+            frozenset(r for r in running if r in self.configured.connectors),
+            frozenset(r for r in running if r not in self.configured.connectors),
+        )
+        member = model.Member(pod.name, owned, pod.generation, pod.protocols, pod.incarnation)
+        delay = self.lat.report.draw(self.rng)
+        faults = self.config.faults
+        if self.clock.now_ms < faults.until_ms:
+            roll = self.rng.random()
+            if roll < faults.lose_report:
+                delay += self.lat.resync_ms  # lost; the next Lease renewal carries it
+            elif roll < faults.lose_report + faults.slow_report:
+                delay += faults.slow_report_ms
+        self.clock.after(delay, "report", pod.name, pod.token, pod.report_seq, member)
+
+    def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member) -> None:
+        pod = self._pod(name, token)
+        if pod is None or pod.partitioned:
+            return
+        if self.seen_seq.get(name, (0, 0)) >= (token, seq):
+            return  # an older report arriving late: the Lease already holds a newer one
+        self.seen_seq[name] = (token, seq)
+        self.visible[name] = member
+        self._trigger()
+
+    def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
+        seen = self.visible.get(name)
+        if seen is not None and seen.incarnation == incarnation:
+            del self.visible[name]
+            self._trigger()
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def _fence(self, name: ids.WorkerId, token: int) -> None:
+        pod = self._pod(name, token)
+        if pod is not None and pod.partitioned and not pod.fenced:
+            pod.fenced = True
+            self._stop_all(pod)
+
+    def _declare(self, name: ids.WorkerId, token: int) -> None:
+        pod = self.pods.get(name)
+        if pod is not None and pod.token == token and pod.partitioned:
+            self._gone(name, pod.incarnation)
+
+    def _heal(self, name: ids.WorkerId, token: int) -> None:
+        pod = self._pod(name, token)
+        if pod is None or not pod.partitioned:
+            return
+        if pod.fenced:
+            # Fenced: the process restarts its membership as a new incarnation.
+            self._emit(ev.Kind.LEAVE, name)
+            pod.alive = False
+            self._spawn(pod.ordinal, pod.protocols, 0)
+            return
+        pod.partitioned = False
+        self._send_report(pod)
+        self._reread(name, token)
+
+    def _reread(self, name: ids.WorkerId, token: int) -> None:
+        doc = self.written.get(name)
+        if doc is not None:
+            self._doc(name, token, doc)
+
+    # -- the operator ---------------------------------------------------------------------------
+
+    def _trigger(self) -> None:
+        if self.operator_up and not self.round_pending:
+            self.round_pending = True
+            self.clock.after(self.lat.debounce.draw(self.rng), "round", self.operator_epoch)
+
+    def _deadline(self, epoch: int) -> None:
+        if epoch == self.operator_epoch and self.deadline_at == self.clock.now_ms:
+            self.deadline_at = None
+            self._trigger()
+
+    def _round(self, epoch: int) -> None:
+        if epoch != self.operator_epoch or not self.operator_up:
+            return
+        self.round_pending = False
+        snapshot = model.Snapshot(self.connectors, dict(self.visible), self.settings,
+                                  frozenset(self.permanent))
+        plan = assignor.plan(snapshot, self.state, now_ms=self.clock.now_ms,
+                             configured=self.configured)
+        self.state = plan.state
+        self.last_plan = plan
+        self.planned = dict(plan.members)
+        self._emit(ev.Kind.ROUND, generation=plan.state.generation)
+        changed = sorted(plan.changed)
+        for name in [n for n in self.written if n not in plan.members]:
+            del self.written[name]  # the shell deletes a departed member's ConfigMap
+        if self.crash_mid_round:
+            self.crash_mid_round = False
+            changed = changed[: self.rng.randint(0, len(changed))]
+            for name in changed:
+                self._write(name, plan.members[name])
+            self._operator_down()
+            return
+        for name in changed:
+            self._write(name, plan.members[name])
+        if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
+            self.deadline_at = plan.next_round_at_ms
+            self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
+
+    def _write(self, name: ids.WorkerId, doc: model.MemberPlan) -> None:
+        self.written[name] = doc
+        pod = self.pods.get(name)
+        if pod is None or not pod.alive:
+            return
+        faults = self.config.faults
+        if self.clock.now_ms < faults.until_ms and self.rng.random() < faults.lose_doc:
+            # The member misses this update; a newer document or its resync supersedes it.
+            self.clock.after(self.lat.resync_ms, "reread", name, pod.token)
+            return
+        self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, doc)
+
+    def _operator_down(self) -> None:
+        self.operator_up = False
+        self.operator_epoch += 1
+        self.round_pending = False
+        self.deadline_at = None
+        self.clock.after(self.lat.operator_restart.draw(self.rng), "operator_up")
+
+    def _operator_up(self) -> None:
+        self.operator_up = True
+        if self.settings.policy is model.Policy.KIP415:
+            self.state = assignor.forget(self.state)  # a new leader: only the delay survives
+        else:
+            # State persisted: finish writing what the last round decided.
+            for name, doc in sorted(self.planned.items()):
+                if self.written.get(name) != doc:
+                    self._write(name, doc)
+        if self.state.delay is not None:
+            self.deadline_at = self.state.delay.deadline_ms
+            self.clock.at(self.deadline_at, "deadline", self.operator_epoch)
+        self._trigger()
+
+
+def simulate(config: Config, scenario: scenarios.Scenario) -> Result:
+    """Run one drill."""
+    return Sim(config, scenario).run()
