@@ -17,8 +17,17 @@ def new_session(protocols=BOTH, lease_ms=30_000, name="w-0"):
     return session
 
 
-def assignment(generation, connectors=(), tasks=(), revoked=((), ()), protocol="compatible",
-               epochs=None, configs=None, name="w-0"):
+def assignment(
+    generation,
+    connectors=(),
+    tasks=(),
+    *,
+    revoked=((), ()),
+    protocol="compatible",
+    epochs=None,
+    configs=None,
+    name="w-0",
+):
     return messages.Assignment(
         group="g",
         member=name,
