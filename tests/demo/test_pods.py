@@ -85,6 +85,6 @@ def test_a_worker_that_dies_fails_the_rolling_restart(api, tmp_path):
     broken.create_statefulset()
     broken.start_pod(0)
     time.sleep(0.2)
-    with pytest.raises(RuntimeError, match="exited with 3"):
+    with pytest.raises(pods.DemoError, match="exited with 3"):
         broken.rolling_restart(restart_s=0, joined=broken.has_joined)
     broken.shutdown()

@@ -57,8 +57,8 @@ class EmbeddedCluster:
     def check_operator(self) -> None:
         """Raise if the operator process died (with the tail of its log)."""
         if self.operator is not None and self.operator.poll() is not None:
-            tail = self.operator_log_path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the operator exited with {self.operator.returncode}:\n{tail}")
+            raise pods.DemoError(f"the operator exited with {self.operator.returncode}: "
+                                 + pods.log_tail(self.operator_log_path))
 
     def create(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create an object in the demo namespace."""

@@ -82,6 +82,7 @@ def _wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *
     stable_since = time.monotonic()
     while True:
         embedded.check_operator()
+        runner.check_alive()
         rows = _worker_rows(runner)
         running = scores.running_at(rows, now_ms())
         healthy = (sum(1 for m in running.values() if len(m) == 1) == expected

@@ -20,11 +20,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from kooper.core import errors
 from kooper.protocol import messages
 from kooper.testing import cluster as emulated
 
 WORKER_LABEL = "app.kubernetes.io/name"
 """The label key the demo WorkerGroup selects its pods by."""
+
+
+class DemoError(errors.KooperError):
+    """A demo process died or the drill could not go on: one line, then exit 2."""
+
+
+def log_tail(path: pathlib.Path, lines: int = 3) -> str:
+    """The last lines of a process log, for an error message that points at it."""
+    text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    return " | ".join(text[-lines:]) + f" (log: {path})"
 
 
 @dataclasses.dataclass(slots=True)
@@ -179,9 +190,7 @@ class PodRunner:
             pod = self.restart_pod(ordinal, restart_s=restart_s)
             deadline = time.monotonic() + join_timeout_s
             while not joined(pod):
-                if pod.process.poll() is not None:
-                    raise RuntimeError(f"worker {pod.name} exited with {pod.process.returncode}"
-                                       f" (log: {pod.log.name})")
+                self.check_alive()
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{pod.name} did not rejoin in {join_timeout_s}s")
                 time.sleep(0.1)
@@ -206,6 +215,14 @@ class PodRunner:
         if owners and pod.uid not in owners:
             return False
         return messages.REPORT_ANNOTATION in (metadata.get("annotations") or {})
+
+    def check_alive(self) -> None:
+        """Raise if a worker process exited on its own (with the tail of its log)."""
+        for pod in self.pods.values():
+            if pod.process.poll() is not None:
+                pod.log.flush()
+                raise DemoError(f"worker {pod.name} exited with {pod.process.returncode}: "
+                                + log_tail(pathlib.Path(pod.log.name)))
 
     def events_files(self) -> list[pathlib.Path]:
         """Every worker events file written so far (old incarnations included)."""
