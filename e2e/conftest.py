@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = "kooper"
 OPERATOR_IMAGE = "kooper:0.1.0"
 WORKER_IMAGE = "kooper-worker:0.1.0"
+COMPARISON = ROOT / "out" / "e2e" / "comparison.txt"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,6 +50,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = f"e2e: missing {', '.join(missing)}"
     for item in e2e_items:
         item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # A table from an earlier run must not pass for this run's.
+    COMPARISON.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if COMPARISON.exists():
+        terminalreporter.write_sep("=", "kooper analyze: rolling restart, compatible vs eager")
+        terminalreporter.write_line(COMPARISON.read_text())
 
 
 @pytest.fixture(scope="session")
