@@ -75,6 +75,8 @@ class SessionMachine(RuleBasedStateMachine):
             assert self.session.state in member.LIVE_STATES
             assigned = self.target.assigned
             assert set(self.running) <= assigned.connectors | assigned.tasks
+        if self.session.state is member.MemberState.FENCED:
+            assert all(a.lost for a in batch if isinstance(a, sdk_session.Stop))
         self.pending.extend(batch)
 
     @rule(data=st.data(), fail=st.booleans())
@@ -88,8 +90,6 @@ class SessionMachine(RuleBasedStateMachine):
                 self.running[action.resource] = action.epoch
         elif isinstance(action, sdk_session.Stop):
             assert action.resource in self.running, "stopped something not running"
-            if self.session.state is member.MemberState.FENCED:
-                assert action.lost
             del self.running[action.resource]
         elif isinstance(action, sdk_session.WriteReport):
             report = action.report
