@@ -126,6 +126,8 @@ def settled(fleet: doubles.Fleet, emulated: cluster.EmulatedCluster, *, resource
         return False
     total = sum(len(r) for r in owned.values())
     status = group_status(emulated, name)
+    if status.get("members", {}).get("count") != members:
+        return False
     if total != resources or status.get("unassigned", -1) != 0:
         return False
     generation = status.get("rebalanceGeneration")

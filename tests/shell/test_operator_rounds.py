@@ -34,3 +34,78 @@ def test_first_join_assigns_every_task_and_reports_ready(emulated, fleet, operat
     assert [t["id"] for t in conn["tasks"]] == ["A-0", "A-1", "A-2", "A-3"]
     assert all(t["state"] == "RUNNING" and t["epoch"] >= 1 for t in conn["tasks"])
     wait_for(lambda: events(emulated, "RebalanceCompleted"), what="event")
+
+
+def test_more_members_join_and_work_moves_in_two_rounds_without_running_twice(
+        emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 8)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=9, members=2), what="first settle")
+    first = group_status(emulated)["rebalanceGeneration"]
+    for n in range(2, 4):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=9, members=4), what="second settle")
+    loads = sorted(len(r) for r in fleet.owned().values())
+    assert loads[-1] - loads[0] <= 1
+    assert group_status(emulated)["rebalanceGeneration"] >= first + 2  # revoke, then assign
+    wait_for(lambda: events(emulated, "RevokingForBalance"), what="revoking event")
+    wait_for(lambda: events(emulated, "MemberJoined"), what="joined event")
+
+
+def test_departed_member_work_waits_for_the_delay_then_moves(emulated, fleet, operator):
+    make_group(emulated, delay="3s")
+    make_connector(emulated, "A", 6)
+    for n in range(3):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=3), what="settle")
+    before = fleet.owned()
+    fleet.kill("w-2")
+    status = wait_for(lambda: (s := group_status(emulated)).get("delay") and s, what="delay")
+    assert status["delay"]["lost"] == len(before["w-2"])
+    assert status["unassigned"] == len(before["w-2"])
+    assert condition(status, "Rebalancing")["reason"] == "DelayScheduled"
+    wait_for(lambda: events(emulated, "DelayScheduled"), what="DelayScheduled event")
+    # Survivors keep what they had while the delay runs.
+    for name in ("w-0", "w-1"):
+        assert not before[name].difference(fleet.owned()[name])
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=2), timeout=10,
+             what="after the delay")
+    assert "delay" not in group_status(emulated)
+
+
+def test_member_back_under_its_name_gets_its_work_back_at_once(emulated, fleet, operator):
+    make_group(emulated, delay="30s")
+    make_connector(emulated, "A", 6)
+    for n in range(3):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=3), what="settle")
+    before = fleet.owned()["w-1"]
+    fleet.kill("w-1")
+    wait_for(lambda: group_status(emulated).get("delay"), what="delay")
+    fleet.add("w-1")  # a new pod and process under the same name
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=3), timeout=8,
+             what="returning identity, well before the 30s delay")
+    assert fleet.owned()["w-1"] == before
+
+
+def test_statefulset_scale_down_reassigns_without_waiting(emulated, operator):
+    sts = emulated.create("statefulsets", {"metadata": {"name": "w"}, "spec": {"replicas": 3}},
+                          namespace="default")
+    from tests.shell import doubles
+    with doubles.Fleet(emulated, labels={"app": "workers"}, lease_seconds=3,
+                       owner=("StatefulSet", "w", sts["metadata"]["uid"])) as fleet:
+        make_group(emulated, delay="60s")
+        make_connector(emulated, "A", 6)
+        for n in range(3):
+            fleet.add(f"w-{n}")
+        wait_for(lambda: settled(fleet, emulated, resources=7, members=3), what="settle")
+        emulated.patch("statefulsets", "w", {"spec": {"replicas": 2}}, namespace="default")
+        fleet.kill("w-2")
+        wait_for(lambda: settled(fleet, emulated, resources=7, members=2), timeout=8,
+                 what="reassigned at once")
+        assert "delay" not in group_status(emulated)
+        departed = events(emulated, "MemberDeparted")
+        assert any("scale-down" in e["message"] for e in departed)
+        assert not fleet.violations

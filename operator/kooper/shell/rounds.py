@@ -196,8 +196,9 @@ class GroupRunner:
                               departed_permanently=permanent)
         edited = await self._edited_configmaps(found.members, configmaps)
         due = previous.delay is not None and previous.delay.deadline_ms <= now_ms
-        inputs = (snap, group.generation, tuple(sorted((c.name, c.config.items().__len__(),
-                  tuple(sorted(c.config.items())), c.state) for c in connectors)))
+        inputs = (snap, group.generation, found.issues, len(found.pods),
+                  tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state)
+                               for c in connectors)))
         if inputs == self.last_inputs and not edited and not due and self.last_plan is not None:
             self._schedule(self.last_plan, found.next_expiry_ms, now_ms)
             return None
@@ -206,6 +207,8 @@ class GroupRunner:
         plan = assignor.plan(snap, previous, now_ms=now_ms)
         compute_s = time.perf_counter() - started
 
+        # Before the writes: what a member was never given is judged against earlier rounds.
+        problems = self._problems(group, found, snap, plan)
         _, states = snapshot.wanted(connectors)
         configs = {c.name: c.config for c in connectors}
         to_write = set(plan.changed) | {m for m in edited if m in plan.members}
@@ -216,7 +219,6 @@ class GroupRunner:
             metrics.LATENCY.labels(self.key).observe(latency)
         new_state = state.merge_partial(previous, plan.state, failed)
 
-        problems = self._problems(group, found, snap, plan)
         pending = tuple(
             member for member, member_plan in plan.members.items()
             if snap.members[member].generation < member_plan.generation
@@ -475,7 +477,7 @@ class GroupRunner:
         problems: list[tuple[str, str]] = []
         for issue in found.issues:
             problems.append((issue.reason, issue.message))
-            self._report_once(issue.reason, issue.member, issue.message)
+            self._report_once(issue.reason, f"{issue.member}:{issue.message}", issue.message)
         configured = snap.configured()
         for member_id, member in snap.members.items():
             known = self.given.get(member_id)

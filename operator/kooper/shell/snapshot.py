@@ -83,7 +83,7 @@ def collect_members(
         report = lease.report
         if report is None:
             previous = last_good.get(member)
-            if lease.error and lease.report_text:
+            if lease.error and lease.error != views.NO_REPORT:
                 issues.append(Issue("MalformedReport", f"{member}: {lease.error}", member))
             if previous is None or previous.incarnation != lease.incarnation:
                 continue

@@ -9,6 +9,7 @@ string that the round turns into an Event.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import datetime
 import re
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ MEMBER_LABEL = "kooper.dev/member"
 GROUP_LABEL = "kooper.dev/group"
 RESTART_ANNOTATION = "kooper.dev/restart"
 CONFIGMAP_PREFIX = "kooper-"
+NO_REPORT = "the Lease has no kooper.dev/report annotation yet"
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -267,7 +269,7 @@ def parse_lease(body: Mapping[str, Any]) -> LeaseView:
     report: messages.Report | None = None
     error = ""
     if not isinstance(text, str):
-        error = "the Lease has no kooper.dev/report annotation yet"
+        error = NO_REPORT
         text = ""
     else:
         try:
@@ -295,7 +297,9 @@ def parse_lease(body: Mapping[str, Any]) -> LeaseView:
         duration_s=duration if isinstance(duration, int) and duration > 0 else None,
         report=report,
         error=error,
-        report_text=text if len(text) <= messages.MAX_REPORT_BYTES else "",
+        # An oversized report is kept as a digest: enough to notice it changed.
+        report_text=text if len(text) <= messages.MAX_REPORT_BYTES
+        else f"oversized:{len(text)}:{hashlib.sha256(text.encode()).hexdigest()}",
     )
 
 

@@ -1,0 +1,110 @@
+"""Bad input gets a condition and/or an Event in plain English; the operator keeps serving."""
+
+from __future__ import annotations
+
+import json
+
+from kooper.core import model
+from tests.shell.conftest import (
+    condition,
+    events,
+    group_status,
+    make_connector,
+    make_group,
+    settled,
+    wait_for,
+)
+
+
+def _connector_condition(emulated, name, kind):
+    body = emulated.get("connectors", name, namespace="default") or {}
+    return condition(body.get("status") or {}, kind)
+
+
+def test_connector_naming_a_missing_group_is_flagged_and_others_keep_running(
+        emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    make_connector(emulated, "lost", 3, group="nope")
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    ready = wait_for(lambda: _connector_condition(emulated, "lost", "Ready"), what="condition")
+    assert ready["status"] == "False"
+    assert ready["reason"] == "WorkerGroupNotFound"
+    assert "'nope'" in ready["message"]
+    event = wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")[0]
+    assert event["involvedObject"]["kind"] == "Connector"
+    assert event["type"] == "Warning"
+
+
+def test_selector_matching_no_pod_degrades_the_group(emulated, fleet, operator):
+    make_group(emulated, "empty", labels={"app": "nobody"})
+    make_connector(emulated, "A", 2, group="empty")
+    status = wait_for(lambda: (s := group_status(emulated, "empty")).get("conditions") and s,
+                      what="status")
+    degraded = condition(status, "Degraded")
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "SelectorMatchesNoPods"
+    assert condition(status, "Ready")["status"] == "False"
+    assert status["unassigned"] == 3
+    wait_for(lambda: events(emulated, "SelectorMatchesNoPods"), what="event")
+
+
+def test_malformed_and_oversized_reports_are_ignored_with_an_event(emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 4)
+    fleet.add("w-0")
+    fleet.add("w-1")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    before = fleet.owned()
+    fleet.members["w-1"].applying = False
+    fleet.set_annotation("w-1", "{not json")
+    wait_for(lambda: events(emulated, "MalformedReport"), what="malformed event")
+    fleet.set_annotation("w-1", json.dumps({"version": 1, "pad": "x" * 300_000}))
+    wait_for(lambda: len(events(emulated, "MalformedReport")) >= 2, what="oversized event")
+    # The member keeps its work (its last good report still stands) and the group is served.
+    status = group_status(emulated)
+    assert status["members"]["count"] == 2
+    assert condition(status, "Degraded")["reason"] == "MalformedReport"
+    assert fleet.owned() == before
+    fleet.members["w-1"].applying = True
+    fleet.push_report("w-1")
+    wait_for(lambda: condition(group_status(emulated), "Degraded")["status"] == "False",
+             what="recovered")
+
+
+def test_configmap_edited_by_hand_is_rewritten(emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    original = emulated.get("configmaps", "kooper-w-0", namespace="default")["data"]
+    emulated.patch("configmaps", "kooper-w-0", {"data": {"assignment.json": "{}"}},
+                   namespace="default")
+    wait_for(lambda: emulated.get("configmaps", "kooper-w-0", namespace="default")["data"]
+             == original, what="rewritten")
+    wait_for(lambda: events(emulated, "ConfigMapEdited"), what="event")
+    emulated.delete("configmaps", "kooper-w-0", namespace="default")
+    wait_for(lambda: (emulated.get("configmaps", "kooper-w-0", namespace="default") or {})
+             .get("data") == original, what="recreated")
+
+
+def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(
+        emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 4)
+    fleet.add("w-0")
+    fleet.add("w-1")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    theirs = next(iter(fleet.owned()["w-0"].tasks))
+    fleet.members["w-1"].extra_claims = model.ConnectorsAndTasks.of(tasks=[theirs])
+    fleet.push_report("w-1")
+    event = wait_for(lambda: events(emulated, "UnknownClaim"), what="event")[0]
+    assert theirs in event["message"]
+    # The claim is revoked from the claimant; while it keeps claiming, the assignor's barrier
+    # keeps the task from running anywhere else (it shows as unassigned, never as doubled).
+    wait_for(lambda: any(theirs in doc.revoked for doc in fleet.members["w-1"].history),
+             what="revoked from the claimant")
+    fleet.members["w-1"].extra_claims = model.EMPTY
+    fleet.push_report("w-1")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settled again")

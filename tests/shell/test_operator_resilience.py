@@ -1,0 +1,132 @@
+"""Operator restarts, protocol changes, 409 storms, watch disconnects, Lease expiry."""
+
+from __future__ import annotations
+
+import time
+
+from kooper.core import model
+from tests.shell.conftest import (
+    Operator,
+    condition,
+    events,
+    group_status,
+    make_connector,
+    make_group,
+    settled,
+    wait_for,
+)
+
+
+def test_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(emulated, fleet):
+    op = Operator(emulated).start()
+    try:
+        make_group(emulated, delay="4s")
+        make_connector(emulated, "A", 6)
+        for n in range(3):
+            fleet.add(f"w-{n}")
+        wait_for(lambda: settled(fleet, emulated, resources=7, members=3), what="settle")
+        fleet.kill("w-2")
+        delay = wait_for(lambda: group_status(emulated).get("delay"), what="delay")
+    finally:
+        op.stop()
+    generation = group_status(emulated)["rebalanceGeneration"]
+    time.sleep(1.0)
+    op = Operator(emulated).start()
+    try:
+        # The new operator continues the same delay: same deadline, lost work still waiting.
+        time.sleep(0.5)
+        status = group_status(emulated)
+        assert status["delay"]["deadline"] == delay["deadline"]
+        assert status["unassigned"] == delay["lost"]
+        assert status["rebalanceGeneration"] >= generation
+        wait_for(lambda: settled(fleet, emulated, resources=7, members=2), timeout=10,
+                 what="settled after the persisted deadline")
+        # The epoch of every resource only grew across the restart.
+        tasks = emulated.get("connectors", "A", namespace="default")["status"]["tasks"]
+        assert all(t["epoch"] >= 1 for t in tasks)
+    finally:
+        op.stop()
+
+
+def test_operator_restart_when_converged_rewrites_nothing(emulated, fleet):
+    op = Operator(emulated).start()
+    try:
+        make_group(emulated)
+        make_connector(emulated, "A", 5)
+        for n in range(3):
+            fleet.add(f"w-{n}")
+        wait_for(lambda: settled(fleet, emulated, resources=6, members=3), what="settle")
+        time.sleep(0.3)
+    finally:
+        op.stop()
+    versions = {n: emulated.get("configmaps", f"kooper-w-{n}", namespace="default")
+                ["metadata"]["resourceVersion"] for n in range(3)}
+    generation = group_status(emulated)["rebalanceGeneration"]
+    op = Operator(emulated).start()
+    try:
+        time.sleep(1.0)
+        assert group_status(emulated)["rebalanceGeneration"] == generation
+        for n in range(3):
+            cm = emulated.get("configmaps", f"kooper-w-{n}", namespace="default")
+            assert cm["metadata"]["resourceVersion"] == versions[n]
+    finally:
+        op.stop()
+
+
+def test_eager_only_member_downgrades_the_group_and_its_departure_upgrades_it(
+        emulated, fleet, operator):
+    make_group(emulated, delay="0s")
+    make_connector(emulated, "A", 5)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=6, members=2), what="settle")
+    fleet.add("old", protocols=frozenset({model.Protocol.EAGER}))
+    wait_for(lambda: group_status(emulated).get("protocol") == "eager", what="downgrade")
+    wait_for(lambda: settled(fleet, emulated, resources=6, members=3), what="eager settle")
+    assert group_status(emulated)["members"]["byProtocol"] == {"eager": 1, "compatible": 2}
+    fleet.kill("old")
+    wait_for(lambda: group_status(emulated).get("protocol") == "compatible", what="upgrade")
+    wait_for(lambda: settled(fleet, emulated, resources=6, members=2), what="upgraded settle")
+
+
+def test_409_storm_on_configmaps_and_status_still_converges(emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 6)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=1), what="settle")
+    emulated.fail_next_writes("configmaps", 15, code=409)
+    emulated.fail_next_writes("workergroups", 5, code=409)
+    fleet.add("w-1")
+    fleet.add("w-2")
+    wait_for(lambda: settled(fleet, emulated, resources=7, members=3), timeout=20,
+             what="settled through the storm")
+    assert emulated.pending_failures("configmaps") == 0
+
+
+def test_watch_disconnects_do_not_lose_events(emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 4)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=1), what="settle")
+    for n in range(1, 4):
+        emulated.drop_watches()
+        fleet.add(f"w-{n}")
+        time.sleep(0.2)
+    emulated.drop_watches()
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=4), timeout=20,
+             what="settled across reconnects")
+
+
+def test_member_whose_lease_expires_departs(emulated, fleet, operator):
+    make_group(emulated, delay="0s", lease=2, skew=0)
+    make_connector(emulated, "A", 4)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    fleet.freeze("w-1")
+    fleet.members.pop("w-1")  # the frozen process no longer counts as running anything
+    wait_for(lambda: group_status(emulated)["members"]["count"] == 1, timeout=10,
+             what="expiry noticed")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=1), what="reassigned")
+    assert condition(group_status(emulated), "Ready")["status"] == "True"
+    wait_for(lambda: events(emulated, "MemberDeparted"), what="departed event")
