@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from kooper.core import model
 from tests.shell.conftest import (
     condition,
     events,
@@ -14,6 +13,8 @@ from tests.shell.conftest import (
     settled,
     wait_for,
 )
+
+from kooper.core import model
 
 
 def _connector_condition(emulated, name, kind):

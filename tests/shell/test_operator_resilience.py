@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from kooper.core import model
 from tests.shell.conftest import (
     Operator,
     condition,
@@ -15,6 +14,8 @@ from tests.shell.conftest import (
     settled,
     wait_for,
 )
+
+from kooper.core import model
 
 
 def test_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(emulated, fleet):

@@ -9,8 +9,8 @@ string that the round turns into an Event.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import datetime
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
