@@ -189,7 +189,7 @@ def test_workers_may_read_configmaps_and_write_leases_only(render):
     for role in roles:
         assert _grants(role) == {
             ("", "configmaps"): {"get", "list", "watch"},
-            ("coordination.k8s.io", "leases"): {"get", "create", "update", "patch"},
+            ("coordination.k8s.io", "leases"): {"get", "create", "update", "patch", "delete"},
         }
     sas = conftest.find(rendered, "ServiceAccount", "kooper-worker")
     assert sorted(s["metadata"]["namespace"] for s in sas) == ["team-a", "team-b"]
