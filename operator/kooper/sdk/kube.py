@@ -1,0 +1,173 @@
+"""A tiny Kubernetes REST client on the standard library (workers install nothing else).
+
+Credentials, in order: ``KOOPER_KUBE_API=http://127.0.0.1:PORT`` (an unauthenticated
+URL: the in-process emulator), else the in-cluster service account (token and CA
+under ``/var/run/secrets/kubernetes.io/serviceaccount``, address from
+``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT``). The token is re-read on
+every request because the kubelet rotates it.
+
+Errors: every failure is an ``ApiError`` with the HTTP status (0 when the API
+could not be reached), the transport's exception chained as its cause, so callers
+never catch urllib's exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from kooper.core import errors
+
+API_ENV = "KOOPER_KUBE_API"
+SERVICE_ACCOUNT = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(errors.KooperError):
+    """A Kubernetes API request failed (``status`` 0: the API was unreachable)."""
+
+    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NoCredentialsError(errors.KooperError):
+    """Neither ``KOOPER_KUBE_API`` nor an in-cluster service account is available."""
+
+
+class Api:
+    """Blocking JSON requests to one API server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token_file: pathlib.Path | None = None,
+        ca_file: pathlib.Path | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token_file = token_file
+        self.timeout_s = timeout_s
+        self._context: ssl.SSLContext | None = None
+        if self.base_url.startswith("https://"):
+            self._context = ssl.create_default_context(
+                cafile=str(ca_file) if ca_file is not None else None
+            )
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, timeout_s: float = 10.0
+    ) -> Api:
+        """The emulator URL from ``KOOPER_KUBE_API``, else the in-cluster configuration."""
+        env = os.environ if environ is None else environ
+        if env.get(API_ENV):
+            return cls(env[API_ENV], timeout_s=timeout_s)
+        host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+        token = SERVICE_ACCOUNT / "token"
+        if not host or not port or not token.exists():
+            raise NoCredentialsError(
+                f"not in a cluster (KUBERNETES_SERVICE_HOST/PORT or {token} missing) "
+                f"and {API_ENV} is not set"
+            )
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        return cls(
+            f"https://{host}:{port}",
+            token_file=token,
+            ca_file=SERVICE_ACCOUNT / "ca.crt",
+            timeout_s=timeout_s,
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Send one request; the decoded JSON answer, or ``ApiError``."""
+        url = self.base_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        if self.token_file is not None:
+            try:
+                headers["Authorization"] = "Bearer " + self.token_file.read_text().strip()
+            except OSError as exc:
+                raise ApiError(f"cannot read the token: {exc}", status=0) from exc
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout_s, context=self._context
+            ) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _status_message(exc)
+            raise ApiError(
+                f"{method} {path}: {exc.code} {detail}", status=exc.code, reason=exc.reason
+            ) from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ApiError(f"{method} {path}: {exc}", status=0) from exc
+        if not payload:
+            return {}
+        try:
+            answer = json.loads(payload)
+        except ValueError as exc:
+            raise ApiError(f"{method} {path}: answer is not JSON", status=0) from exc
+        return answer if isinstance(answer, dict) else {}
+
+    def get(self, path: str) -> dict[str, Any]:
+        """GET ``path``."""
+        return self.request("GET", path)
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to the collection ``path``."""
+        return self.request("POST", path, body=body)
+
+    def merge_patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """PATCH ``path`` with a JSON merge patch."""
+        return self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    def delete(self, path: str) -> dict[str, Any]:
+        """DELETE ``path``."""
+        return self.request("DELETE", path)
+
+
+def _status_message(exc: urllib.error.HTTPError) -> str:
+    try:
+        status = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        return str(exc.reason)
+    if isinstance(status, dict) and status.get("message"):
+        return str(status["message"])
+    return str(exc.reason)
+
+
+def lease_path(namespace: str, name: str | None = None) -> str:
+    """The URL path of a Lease (or of the namespace's Leases)."""
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return base if name is None else f"{base}/{name}"
+
+
+def configmap_path(namespace: str, name: str) -> str:
+    """The URL path of a ConfigMap."""
+    return f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+
+
+def pod_path(namespace: str, name: str) -> str:
+    """The URL path of a Pod."""
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
