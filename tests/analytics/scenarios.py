@@ -1,0 +1,119 @@
+"""Small hand-made event logs, one run each, with the numbers they must produce."""
+
+from __future__ import annotations
+
+from kooper.core import events
+
+Row = tuple[int, str, str, str]  # ts_ms, member, resource, event
+
+# Two members; r stops on a at 1000 and starts on b at 1500; the run ends at 2000.
+HANDOVER: list[Row] = [
+    (0, "a", "", "join"),
+    (0, "b", "", "join"),
+    (10, "a", "r", "start"),
+    (1000, "a", "r", "stop"),
+    (1500, "b", "r", "start"),
+    (2000, "", "", "round"),
+]
+
+# r starts on b at 500 while a still runs it until 800.
+OVERLAP: list[Row] = [
+    (0, "a", "r", "start"),
+    (500, "b", "r", "start"),
+    (800, "a", "r", "stop"),
+    (1000, "", "", "round"),
+]
+
+# Eager: c leaves at 100, everyone stops, all restart at 200, the run ends at 300.
+EAGER_KILL: list[Row] = [
+    (0, "a", "", "join"), (0, "b", "", "join"), (0, "c", "", "join"),
+    (10, "a", "r1", "start"), (10, "b", "r2", "start"), (10, "c", "r3", "start"),
+    (100, "c", "", "leave"),
+    (100, "a", "r1", "stop"), (100, "b", "r2", "stop"),
+    (150, "", "", "round"),
+    (200, "a", "r1", "start"), (200, "b", "r2", "start"), (200, "a", "r3", "start"),
+    (300, "", "", "round"),
+]
+
+# Cooperative: the same kill, but only the departed member's resource pauses.
+COOP_KILL: list[Row] = [
+    row for row in EAGER_KILL if row[3] != "stop" and not (row[0] == 200 and row[2] != "r3")
+]
+
+# A leave without stops ends what the member ran.
+LEAVE: list[Row] = [
+    (0, "a", "r", "start"), (100, "a", "", "leave"), (400, "b", "r", "start"),
+    (500, "", "", "round"),
+]
+
+# a left at 100 but stops r only at 250, after b started it at 200.
+ZOMBIE: list[Row] = [
+    (0, "a", "r", "start"), (100, "a", "", "leave"), (200, "b", "r", "start"),
+    (250, "a", "r", "stop"), (500, "", "", "round"),
+]
+
+# a rejoins at 100 (a restart without leave) and starts r again at 130.
+REJOIN: list[Row] = [
+    (0, "a", "", "join"), (0, "a", "r", "start"), (100, "a", "", "join"),
+    (130, "a", "r", "start"), (200, "", "", "round"),
+]
+
+# Stop on a and start on b at the same instant.
+INSTANT: list[Row] = [
+    (0, "a", "r", "start"), (100, "a", "r", "stop"), (100, "b", "r", "start"),
+    (300, "", "", "round"),
+]
+
+# r pauses 100 ms, runs again, then stops for good at 250; s runs throughout.
+STOPPED: list[Row] = [
+    (0, "a", "r", "start"), (0, "a", "s", "start"), (100, "a", "r", "stop"),
+    (200, "a", "r", "start"), (250, "a", "r", "stop"), (1000, "", "", "round"),
+]
+
+# Rounds probe the spread of running resources over live members.
+BALANCE: list[Row] = [
+    (0, "a", "", "join"), (0, "b", "", "join"),
+    (10, "a", "r1", "start"), (10, "a", "r2", "start"), (10, "a", "r3", "start"),
+    (20, "", "", "round"),           # a runs 3, b 0 -> 3
+    (30, "a", "r3", "stop"), (40, "b", "r3", "start"),
+    (50, "", "", "round"),           # 2 vs 1 -> 1
+    (60, "c", "", "join"),
+    (70, "", "", "round"),           # 2, 1, 0 -> 2
+    (80, "b", "", "leave"),
+    (90, "", "", "round"),           # a 2, c 0 (b gone) -> 2
+]
+
+# A run without any disruption.
+QUIET: list[Row] = [(0, "a", "r", "start"), (50, "", "", "round")]
+
+SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
+    "handover": (HANDOVER, "compatible", "kooper"),
+    "overlap": (OVERLAP, "eager", "kip415"),
+    "eager_kill": (EAGER_KILL, "eager", "kooper"),
+    "coop_kill": (COOP_KILL, "compatible", "kooper"),
+    "leave": (LEAVE, "compatible", "kooper"),
+    "zombie": (ZOMBIE, "compatible", "kooper"),
+    "rejoin": (REJOIN, "compatible", "kooper"),
+    "instant": (INSTANT, "compatible", "kooper"),
+    "stopped": (STOPPED, "compatible", "kooper"),
+    "balance": (BALANCE, "compatible", "kooper"),
+    "timeline": ([*HANDOVER, (1500, "a", "q", "start")], "compatible", "kooper"),
+    "quiet": (QUIET, "compatible", "kooper"),
+}
+
+
+def to_events(rows: list[Row], *, run: str, protocol: str, policy: str) -> list[events.Event]:
+    """Rows as event-log events of group ``g``."""
+    return [
+        events.Event(ts_ms=ts, run=run, group="g", member=member, resource=resource,
+                     event=events.Kind(kind), protocol=protocol, policy=policy)
+        for ts, member, resource, kind in rows
+    ]
+
+
+def all_events() -> list[events.Event]:
+    """Every scenario, each its own run, in one log."""
+    out: list[events.Event] = []
+    for run, (rows, protocol, policy) in SCENARIOS.items():
+        out += to_events(rows, run=run, protocol=protocol, policy=policy)
+    return out

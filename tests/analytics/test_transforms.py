@@ -1,0 +1,208 @@
+"""Each transform on small hand-made logs (tests/analytics/scenarios.py), exact numbers.
+
+All scenarios go through the pipeline once, as one multi-run log, and each table
+is collected once: Spark's per-action overhead, not the data, is the cost here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark import sql
+from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
+from tests.analytics import scenarios
+
+from kooper.analytics import schema, transforms
+
+R = sql.Row
+
+
+def pipeline(df: sql.DataFrame) -> dict[str, sql.DataFrame]:
+    bounds = transforms.run_bounds(df)
+    spans = transforms.intervals(df, bounds).cache()
+    segs = transforms.segments(spans, bounds).cache()
+    calm = transforms.undisturbed(spans, transforms.disturbed_members(df))
+    resources = transforms.resource_stats(segs, transforms.moves(df), calm).cache()
+    overlapping = transforms.overlaps(spans).cache()
+    balance = transforms.imbalance(df, spans, bounds).cache()
+    converged = transforms.convergence(df)
+    return {
+        "intervals": spans,
+        "resources": resources,
+        "overlaps": overlapping,
+        "imbalance": balance,
+        "timeline": transforms.timeline(segs, bounds),
+        "metrics": transforms.metrics(df, resources, overlapping, balance, converged),
+    }
+
+
+@pytest.fixture(scope="module")
+def frames(spark) -> dict[str, sql.DataFrame]:
+    rows = [event.to_row() for event in scenarios.all_events()]
+    return pipeline(spark.createDataFrame(rows, schema.EVENTS).cache())
+
+
+@pytest.fixture(scope="module")
+def tables(frames) -> dict[str, list[sql.Row]]:
+    return {name: df.collect() for name, df in frames.items()}
+
+
+def rows(tables: dict[str, list[sql.Row]], table: str, run: str, *columns: str) -> list[sql.Row]:
+    picked = [row for row in tables[table] if row.run == run]
+    return [R(**{c: row[c] for c in columns}) for row in picked] if columns else picked
+
+
+def metric(tables: dict[str, list[sql.Row]], run: str) -> dict[str, Any]:
+    (row,) = rows(tables, "metrics", run)
+    return row.asDict()
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [("intervals", schema.INTERVALS), ("resources", schema.RESOURCES),
+     ("overlaps", schema.OVERLAPS), ("imbalance", schema.IMBALANCE),
+     ("timeline", schema.TIMELINE), ("metrics", schema.METRICS)],
+)
+def test_every_table_has_its_declared_schema(frames, table, expected):
+    assertSchemaEqual(frames[table].schema, expected)
+
+
+def test_normalize_fills_defaults_widens_integers_and_orders_columns(spark):
+    raw = spark.createDataFrame(
+        [(5, "x", "start", "m", "r")],
+        "ts_ms int, run string, event string, member string, resource string",
+    )
+    got = transforms.normalize(raw)
+    assertSchemaEqual(got.schema, schema.EVENTS)
+    assertDataFrameEqual(
+        got, [R(ts_ms=5, run="x", group="", member="m", resource="r", event="start",
+                generation=-1, epoch=-1, protocol="", policy="")]
+    )
+
+
+def test_handover_pauses_500_ms_and_counts_one_move(tables):
+    assertDataFrameEqual(
+        rows(tables, "intervals", "handover"),
+        [R(run="handover", group="g", resource="r", member="a", start_ms=10, end_ms=1000),
+         R(run="handover", group="g", resource="r", member="b", start_ms=1500, end_ms=2000)],
+    )
+    assertDataFrameEqual(
+        rows(tables, "resources", "handover"),
+        [R(run="handover", group="g", resource="r", pause_ms=500, max_pause_ms=500,
+           overlap_ms=0, moves=1, undisturbed=True)],
+    )
+    m = metric(tables, "handover")
+    assert (m["total_pause_ms"], m["max_pause_ms"], m["moves"], m["overlaps"]) == (500, 500, 1, 0)
+    assert (m["rounds"], m["events"], m["resources"], m["members"]) == (1, 6, 1, 2)
+    assert (m["duration_ms"], m["converge_ms"]) == (2000, 500)  # first stop 1000 -> start 1500
+    assert rows(tables, "overlaps", "handover") == []
+
+
+def test_resource_running_on_two_members_is_listed_as_an_overlap(tables):
+    assertDataFrameEqual(
+        rows(tables, "overlaps", "overlap"),
+        [R(run="overlap", group="g", resource="r", member="b", other_member="a",
+           start_ms=500, end_ms=800)],
+    )
+    m = metric(tables, "overlap")
+    assert (m["overlaps"], m["overlap_ms"], m["total_pause_ms"], m["moves"]) == (1, 300, 0, 1)
+
+
+def test_eager_stops_on_undisturbed_members_count_as_undisturbed_pause(tables):
+    assertDataFrameEqual(
+        rows(tables, "resources", "eager_kill", "resource", "pause_ms", "moves", "undisturbed"),
+        [R(resource="r1", pause_ms=100, moves=0, undisturbed=True),
+         R(resource="r2", pause_ms=100, moves=0, undisturbed=True),
+         R(resource="r3", pause_ms=100, moves=1, undisturbed=False)],
+    )
+    m = metric(tables, "eager_kill")
+    assert (m["total_pause_ms"], m["undisturbed_pause_ms"], m["undisturbed_resources"]) == (
+        300, 200, 2)
+    assert (m["converge_ms"], m["protocol"], m["rounds"]) == (100, "eager", 2)
+
+
+def test_cooperative_kill_pauses_only_the_departed_members_resource(tables):
+    m = metric(tables, "coop_kill")
+    assert (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"]) == (100, 100, 0)
+    assert (m["moves"], m["overlaps"], m["converge_ms"], m["members"]) == (1, 0, 100, 3)
+
+
+def test_leave_without_stop_ends_the_members_intervals(tables):
+    assertDataFrameEqual(
+        rows(tables, "intervals", "leave", "member", "start_ms", "end_ms"),
+        [R(member="a", start_ms=0, end_ms=100), R(member="b", start_ms=400, end_ms=500)],
+    )
+    assert metric(tables, "leave")["total_pause_ms"] == 300
+
+
+def test_zombie_that_stops_after_leaving_shows_as_overlap(tables):
+    assertDataFrameEqual(
+        rows(tables, "overlaps", "zombie", "member", "other_member", "start_ms", "end_ms"),
+        [R(member="b", other_member="a", start_ms=200, end_ms=250)],
+    )
+
+
+def test_rejoin_ends_what_ran_before_and_restart_on_same_member_is_no_move(tables):
+    assertDataFrameEqual(
+        rows(tables, "intervals", "rejoin", "member", "start_ms", "end_ms"),
+        [R(member="a", start_ms=0, end_ms=100), R(member="a", start_ms=130, end_ms=200)],
+    )
+    assertDataFrameEqual(
+        rows(tables, "resources", "rejoin", "pause_ms", "moves", "undisturbed"),
+        [R(pause_ms=30, moves=0, undisturbed=False)],
+    )
+
+
+def test_handover_at_one_instant_is_no_pause(tables):
+    m = metric(tables, "instant")
+    assert (m["total_pause_ms"], m["max_pause_ms"], m["moves"], m["overlaps"]) == (0, 0, 1, 0)
+
+
+def test_resource_stopped_for_good_pauses_until_the_runs_last_event(tables):
+    assertDataFrameEqual(
+        rows(tables, "resources", "stopped", "resource", "pause_ms", "max_pause_ms"),
+        [R(resource="r", pause_ms=850, max_pause_ms=750),
+         R(resource="s", pause_ms=0, max_pause_ms=0)],
+    )
+    m = metric(tables, "stopped")
+    assert (m["total_pause_ms"], m["max_pause_ms"]) == (850, 750)
+
+
+def test_runs_in_one_log_are_measured_separately(tables):
+    got = [R(run=r.run, protocol=r.protocol, policy=r.policy, pause=r.total_pause_ms)
+           for r in tables["metrics"] if r.run in ("handover", "overlap")]
+    assertDataFrameEqual(
+        got,
+        [R(run="handover", protocol="compatible", policy="kooper", pause=500),
+         R(run="overlap", protocol="eager", policy="kip415", pause=0)],
+    )
+    assert len(tables["metrics"]) == len(scenarios.SCENARIOS)
+    keys = [(r.protocol, r.policy, r.run) for r in tables["metrics"]]
+    assert keys == sorted(keys)
+
+
+def test_convergence_is_null_without_a_disruption(tables):
+    m = metric(tables, "quiet")
+    assert (m["converge_ms"], m["total_pause_ms"], m["moves"]) == (None, 0, 0)
+
+
+def test_imbalance_is_measured_over_live_members_at_each_round(tables):
+    assertDataFrameEqual(
+        rows(tables, "imbalance", "balance", "ts_ms", "members", "min_running", "max_running",
+             "imbalance"),
+        [R(ts_ms=20, members=2, min_running=0, max_running=3, imbalance=3),
+         R(ts_ms=50, members=2, min_running=1, max_running=2, imbalance=1),
+         R(ts_ms=70, members=3, min_running=0, max_running=2, imbalance=2),
+         R(ts_ms=90, members=2, min_running=0, max_running=2, imbalance=2)],
+    )
+    m = metric(tables, "balance")
+    assert (m["max_imbalance"], m["final_imbalance"]) == (3, 2)
+
+
+def test_timeline_steps_with_resources_running_anywhere(tables):
+    assertDataFrameEqual(
+        rows(tables, "timeline", "timeline", "ts_ms", "running"),
+        [R(ts_ms=0, running=0), R(ts_ms=10, running=1), R(ts_ms=1000, running=0),
+         R(ts_ms=1500, running=2)],
+    )
