@@ -1,0 +1,153 @@
+"""``kooper worker --demo``: a worker pod running the demo connectors through the SDK.
+
+Identity from the Downward API (``POD_NAME``, ``POD_NAMESPACE``, ``POD_UID``);
+the API from ``KOOPER_KUBE_API`` or the in-cluster service account. One JSON
+line per start and stop (the drill event log, ``kooper.core.events``) goes to
+stdout and, with ``--events-file``, to that file; logs go to stderr. SIGTERM
+stops every resource, reports owning nothing, deletes the Lease and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import IO
+
+from kooper.core import errors, events, model
+from kooper.sdk import client, demo, health, identity, kube
+
+HELP = "run a worker: the SDK with the demo connectors"
+
+
+class WorkerUsageError(errors.KooperError):
+    """Bad worker flags."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The worker's flags."""
+    parser.add_argument(
+        "--demo", action="store_true", help="run the built-in demo connector types (required)"
+    )
+    parser.add_argument(
+        "--protocols",
+        default="compatible,eager",
+        help="protocols to advertise, comma-separated; 'eager' alone models an old worker",
+    )
+    parser.add_argument("--start-ms", type=int, default=0, help="demo start latency (ms)")
+    parser.add_argument("--stop-ms", type=int, default=0, help="demo stop latency (ms)")
+    parser.add_argument("--lease-seconds", type=int, default=30, help="leaseDurationSeconds")
+    parser.add_argument("--renew-seconds", type=float, default=10.0, help="renewal period")
+    parser.add_argument(
+        "--poll-seconds", type=float, default=0.5, help="how often to read the assignment"
+    )
+    parser.add_argument(
+        "--callback-timeout-seconds",
+        type=float,
+        default=30.0,
+        help="longest a start/stop callback may take before it is reported failed",
+    )
+    parser.add_argument("--events-file", help="also append event JSON lines to this file")
+    parser.add_argument(
+        "--health-port", type=int, default=0, help="serve /healthz and /readyz here (0: off)"
+    )
+    parser.add_argument(
+        "--run", default=os.environ.get("KOOPER_RUN", ""), help="run id for the event log"
+    )
+    parser.add_argument("--log-level", default="INFO", help="stderr log level")
+
+
+def parse_protocols(text: str) -> frozenset[model.Protocol]:
+    """``"compatible,eager"`` -> the set; unknown names are a usage error."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    try:
+        protocols = frozenset(model.Protocol(name) for name in names)
+    except ValueError:
+        raise WorkerUsageError(
+            f"--protocols {text!r}: expected names from {[str(p) for p in model.Protocol]}"
+        ) from None
+    if not protocols:
+        raise WorkerUsageError("--protocols: at least one protocol")
+    return protocols
+
+
+def settings_from(args: argparse.Namespace) -> client.Settings:
+    """The SDK settings the flags ask for, checked."""
+    if args.lease_seconds < 1 or args.renew_seconds <= 0:
+        raise WorkerUsageError("--lease-seconds and --renew-seconds must be positive")
+    if args.renew_seconds >= args.lease_seconds:
+        raise WorkerUsageError("--renew-seconds must be shorter than --lease-seconds")
+    if args.start_ms < 0 or args.stop_ms < 0:
+        raise WorkerUsageError("--start-ms and --stop-ms must not be negative")
+    return client.Settings(
+        lease_duration_s=args.lease_seconds,
+        renew_interval_s=args.renew_seconds,
+        poll_interval_s=args.poll_seconds,
+        callback_timeout_s=args.callback_timeout_seconds,
+        protocols=parse_protocols(args.protocols),
+    )
+
+
+class EventSink:
+    """Writes each event as one JSON line to stdout and the events file (thread-safe)."""
+
+    def __init__(self, files: list[IO[str]]) -> None:
+        self._files = files
+        self._lock = threading.Lock()
+
+    def __call__(self, event: events.Event) -> None:
+        line = event.to_json() + "\n"
+        with self._lock:
+            for out in self._files:
+                out.write(line)
+                out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT."""
+    if not args.demo:
+        raise WorkerUsageError(
+            "only the demo connectors are built in: pass --demo, or write a worker with kooper.sdk"
+        )
+    settings = settings_from(args)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    who = identity.from_env()
+    api = kube.Api.from_env()
+    connectors = demo.DemoConnectors(start_ms=args.start_ms, stop_ms=args.stop_ms)
+    events_file = open(args.events_file, "a", encoding="utf-8") if args.events_file else None  # noqa: SIM115
+    try:
+        sink = EventSink([sys.stdout] + ([events_file] if events_file else []))
+        worker = client.Worker(
+            api=api,
+            identity=who,
+            on_assigned=connectors.on_assigned,
+            on_revoked=connectors.on_revoked,
+            on_lost=connectors.on_lost,
+            settings=settings,
+            on_event=sink,
+            run_id=args.run,
+        )
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        server = None
+        if args.health_port:
+            server = health.serve(
+                port=args.health_port, live=lambda: worker.live, ready=lambda: worker.ready
+            )
+        try:
+            worker.run(stop)
+        finally:
+            if server is not None:
+                server.shutdown()
+    finally:
+        if events_file is not None:
+            events_file.close()
+    return 0

@@ -1,0 +1,113 @@
+"""``kooper worker --demo`` as a process against the emulator: events, SIGTERM, Lease gone."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from kooper import cli
+from kooper.core import events, model
+from kooper.protocol import codec, messages
+
+pytest.importorskip("kmock")
+from kooper.testing import cluster as emulated
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_worker_without_demo_is_a_usage_error(capsys):
+    assert cli.main(["worker"]) == 2
+    assert "--demo" in capsys.readouterr().err
+
+
+def test_worker_rejects_unknown_protocols(capsys, monkeypatch):
+    monkeypatch.setenv("POD_NAME", "w")
+    monkeypatch.setenv("POD_NAMESPACE", "ns")
+    assert cli.main(["worker", "--demo", "--protocols", "eager,sticky"]) == 2
+    assert "--protocols" in capsys.readouterr().err
+
+
+def test_worker_without_identity_explains_the_downward_api(capsys, monkeypatch):
+    monkeypatch.delenv("POD_NAME", raising=False)
+    assert cli.main(["worker", "--demo"]) == 2
+    assert "POD_NAME is not set" in capsys.readouterr().err
+
+
+def test_demo_worker_process_runs_assignments_logs_events_and_leaves_on_sigterm(tmp_path):
+    with emulated.EmulatedCluster() as api:
+        pod = api.create("pods", {"metadata": {"name": "w-0"}, "spec": {}}, namespace="default")
+        env = dict(os.environ, KOOPER_KUBE_API=api.url, POD_NAME="w-0", POD_NAMESPACE="default",
+                   POD_UID=pod["metadata"]["uid"], PYTHONPATH=str(ROOT / "operator"))
+        events_file = tmp_path / "events.jsonl"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--protocols", "eager",
+             "--start-ms", "5", "--stop-ms", "5", "--lease-seconds", "5", "--renew-seconds",
+             "1", "--poll-seconds", "0.05", "--events-file", str(events_file),
+             "--health-port", "0", "--run", "r1"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while api.get("leases", "kooper-w-0", namespace="default") is None:
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            lease = api.get("leases", "kooper-w-0", namespace="default")
+            report = codec.decode_report(lease["metadata"]["annotations"]["kooper.dev/report"])
+            assert report.protocols == {model.Protocol.EAGER}
+            assignment = messages.Assignment(
+                group="demo", member="w-0", generation=1, protocol=model.Protocol.EAGER,
+                assigned=model.ConnectorsAndTasks.of(["A"], ["A-0"]), epochs={"A-0": 7},
+                configs={"A": {"type": "sleep"}}, policy="kip415",
+            )
+            data = {"assignment.json": codec.encode_assignment(assignment)}
+            api.create("configmaps", {"metadata": {"name": "kooper-w-0"}, "data": data},
+                       namespace="default")
+            while not events_file.exists():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            while len(events_file.read_text().splitlines()) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 0, err.decode()
+        assert api.get("leases", "kooper-w-0", namespace="default") is None
+    rows = list(events.load_lines(events_file.read_text().splitlines()))
+    assert [(r.event, r.resource) for r in rows] == [
+        (events.Kind.START, "A"), (events.Kind.START, "A-0"),
+        (events.Kind.STOP, "A"), (events.Kind.STOP, "A-0"),
+    ]
+    assert rows[1].epoch == 7
+    assert {(r.run, r.group, r.member, r.protocol, r.policy) for r in rows} == {
+        ("r1", "demo", "w-0", "eager", "kip415")
+    }
+    stdout_rows = [json.loads(line) for line in out.decode().splitlines()]
+    assert len(stdout_rows) == 4
+
+
+def test_health_endpoint_answers_liveness_and_readiness():
+    from kooper.sdk import health
+
+    state = {"ready": False}
+    server = health.serve(port=0, host="127.0.0.1", live=lambda: True,
+                          ready=lambda: state["ready"])
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert urllib.request.urlopen(base + "/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(base + "/readyz")
+        assert caught.value.code == 503
+        state["ready"] = True
+        assert urllib.request.urlopen(base + "/readyz").status == 200
+    finally:
+        server.shutdown()

@@ -1,0 +1,218 @@
+"""The blocking Worker against the in-process Kubernetes API emulator: Lease, ConfigMap, apply."""
+
+import threading
+import time
+
+import pytest
+
+from kooper.core import events, model
+from kooper.protocol import codec, messages
+from kooper.sdk import client, demo, identity, kube
+
+pytest.importorskip("kmock")
+from kooper.testing import cluster as emulated
+
+NS = "default"
+POD = "workers-0"
+FAST = client.Settings(
+    lease_duration_s=2, renew_interval_s=0.2, poll_interval_s=0.02, callback_timeout_s=1.0
+)
+
+
+def wait_for(predicate, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def api():
+    with emulated.EmulatedCluster() as cluster:
+        pod = cluster.create("pods", {"metadata": {"name": POD}, "spec": {}}, namespace=NS)
+        cluster.pod_uid = pod["metadata"]["uid"]
+        yield cluster
+
+
+class Running:
+    """A Worker on a thread, with its demo connectors and event log."""
+
+    def __init__(self, cluster, settings=FAST, uid=""):
+        self.connectors = demo.DemoConnectors()
+        self.events: list[events.Event] = []
+        self.worker = client.Worker(
+            api=kube.Api(cluster.url, timeout_s=2.0),
+            identity=identity.Identity(pod=POD, namespace=NS, uid=uid),
+            on_assigned=self.connectors.on_assigned,
+            on_revoked=self.connectors.on_revoked,
+            on_lost=self.connectors.on_lost,
+            settings=settings,
+            on_event=self.events.append,
+            run_id="t",
+        )
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.worker.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
+
+
+def report(cluster):
+    lease = cluster.get("leases", f"kooper-{POD}", namespace=NS)
+    if lease is None:
+        return None
+    text = (lease["metadata"].get("annotations") or {}).get(messages.REPORT_ANNOTATION)
+    return codec.decode_report(text) if text else None
+
+
+def assign(
+    cluster, generation, connectors=(), tasks=(), *, revoked=((), ()), protocol="compatible"
+):
+    message = messages.Assignment(
+        group="demo",
+        member=POD,
+        generation=generation,
+        protocol=model.Protocol(protocol),
+        assigned=model.ConnectorsAndTasks.of(connectors, tasks),
+        revoked=model.ConnectorsAndTasks.of(*revoked),
+        epochs={r: generation for r in (*connectors, *tasks)},
+        configs={"A": {"type": "counter"}},
+        policy="kooper",
+    )
+    body = {"metadata": {"name": f"kooper-{POD}"},
+            "data": {messages.CONFIGMAP_KEY: codec.encode_assignment(message)}}
+    if cluster.get("configmaps", f"kooper-{POD}", namespace=NS) is None:
+        cluster.create("configmaps", body, namespace=NS)
+    else:
+        cluster.replace("configmaps", f"kooper-{POD}", body, namespace=NS)
+
+
+def test_worker_creates_its_lease_owned_by_its_pod_and_reports(api):
+    running = Running(api)
+    try:
+        first = wait_for(lambda: report(api), what="first report")
+        lease = api.get("leases", f"kooper-{POD}", namespace=NS)
+        assert lease["metadata"]["labels"] == {"kooper.dev/member": POD}
+        (owner,) = lease["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", POD, api.pod_uid)
+        assert lease["spec"]["holderIdentity"] == f"{POD}/{running.worker.incarnation}"
+        assert lease["spec"]["leaseDurationSeconds"] == 2
+        assert first.generation == -1
+        assert first.incarnation == running.worker.incarnation
+        renewed = lease["spec"]["renewTime"]
+        wait_for(
+            lambda: api.get("leases", f"kooper-{POD}", namespace=NS)["spec"]["renewTime"]
+            != renewed,
+            what="a renewal",
+        )
+    finally:
+        running.close()
+    assert api.get("leases", f"kooper-{POD}", namespace=NS) is None
+
+
+def test_worker_applies_assignments_revokes_cooperatively_and_short_circuits_eager(api):
+    running = Running(api, uid=api.pod_uid)
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, ["A"], ["A-0", "A-1"])
+        got = wait_for(lambda: (r := report(api)) and r.generation == 1 and r, what="gen 1")
+        assert got.owned == model.ConnectorsAndTasks.of(["A"], ["A-0", "A-1"])
+        assert running.connectors.running() == {"A", "A-0", "A-1"}
+
+        assign(api, 2, ["A"], ["A-1"], revoked=([], ["A-0"]))
+        wait_for(lambda: report(api).generation == 2, what="gen 2")
+        assert running.connectors.running() == {"A", "A-1"}
+        assert running.connectors.lost == []
+        assert "A-0" in running.connectors.counted
+
+        assign(api, 3, [], [], revoked=(["A"], ["A-1"]), protocol="eager")
+        wait_for(lambda: report(api).generation == 3, what="gen 3")
+        assert sorted(running.connectors.lost) == ["A", "A-1"]
+        assert not report(api).owned
+    finally:
+        running.close()
+    kinds = [(e.event, e.resource, e.generation) for e in running.events]
+    assert kinds[:3] == [(events.Kind.START, r, 1) for r in ("A", "A-0", "A-1")]
+    assert (events.Kind.STOP, "A-0", 2) in kinds
+    assert running.events[0].group == "demo"
+    assert running.events[0].policy == "kooper"
+    assert running.events[0].epoch == 1
+
+
+def test_worker_ignores_a_malformed_assignment_and_keeps_serving(api):
+    running = Running(api, uid=api.pod_uid)
+    try:
+        wait_for(lambda: report(api), what="join")
+        api.create("configmaps", {"metadata": {"name": f"kooper-{POD}"},
+                                  "data": {messages.CONFIGMAP_KEY: '{"version": 1}'}},
+                   namespace=NS)
+        time.sleep(0.2)
+        assert report(api).generation == -1
+        assign(api, 1, [], ["A-0"])
+        wait_for(lambda: report(api).generation == 1, what="gen 1")
+    finally:
+        running.close()
+
+
+def test_worker_fences_itself_when_it_cannot_renew_and_rejoins_fenced(api):
+    running = Running(api, uid=api.pod_uid)
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, [], ["A-0"])
+        wait_for(lambda: report(api).generation == 1, what="gen 1")
+        api.fail_next_writes("leases", 10_000, code=503)
+        wait_for(lambda: running.connectors.lost == ["A-0"], timeout=10, what="fencing")
+        assert running.connectors.running() == frozenset()
+        api.clear_faults()
+        back = wait_for(lambda: (r := report(api)) and r.fenced and r, what="fenced report")
+        assert not back.owned
+        assign(api, 2, [], ["A-0"])
+        wait_for(lambda: report(api).generation == 2 and not report(api).fenced, what="resume")
+        assert running.connectors.running() == {"A-0"}
+    finally:
+        running.close()
+
+
+def test_a_slow_callback_is_bounded_and_reported_as_failed(api):
+    slow = client.Settings(
+        lease_duration_s=5, renew_interval_s=0.2, poll_interval_s=0.02, callback_timeout_s=0.2
+    )
+    running = Running(api, settings=slow, uid=api.pod_uid)
+    running.connectors.start_ms = 1_000
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, [], ["A-0"])
+        got = wait_for(lambda: (r := report(api)) and r.generation == 1 and r, what="gen 1")
+        assert got.failed == {"A-0": "on_assigned timed out after 0.2s"}
+        assert not got.owned
+    finally:
+        running.close()
+
+
+def test_a_worker_without_pod_uid_looks_its_pod_up(api):
+    worker = client.Worker(
+        api=kube.Api(api.url),
+        identity=identity.Identity(pod=POD, namespace=NS),
+        on_assigned=lambda *a: None,
+        on_revoked=lambda r: None,
+        on_lost=lambda r: None,
+    )
+    assert worker._owner_uid() == api.pod_uid
+
+
+def test_a_missing_pod_is_a_clear_identity_error(api):
+    worker = client.Worker(
+        api=kube.Api(api.url),
+        identity=identity.Identity(pod="nobody", namespace=NS),
+        on_assigned=lambda *a: None,
+        on_revoked=lambda r: None,
+        on_lost=lambda r: None,
+    )
+    with pytest.raises(identity.IdentityError, match="POD_UID"):
+        worker._owner_uid()
