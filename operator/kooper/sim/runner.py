@@ -105,6 +105,7 @@ class _Pod:
     partitioned: bool = False
     fenced: bool = False
     report_seq: int = 0
+    partitions: int = 0
 
 
 @dataclasses.dataclass
@@ -148,7 +149,9 @@ class Sim:
         self.permanent: set[ids.WorkerId] = set()
         self.state = model.PlanState()
         self.planned: dict[ids.WorkerId, model.MemberPlan] = {}
-        self.written: dict[ids.WorkerId, model.MemberPlan] = {}
+        self.written: dict[ids.WorkerId, tuple[str, model.MemberPlan]] = {}
+        """member -> (incarnation it was planned for, document) as in its ConfigMap."""
+        self.rejoin_wait = False
         self.operator_up = True
         self.operator_epoch = 0
         self.round_pending = False
@@ -162,6 +165,7 @@ class Sim:
         self.step_index = 0
         self.waiting_ready: ids.WorkerId | None = None
         self.last_fault_ms = 0
+        self.progress: Callable[[float], None] | None = None
         self.handlers: dict[str, Callable[..., None]] = {
             "up": self._up, "ready": self._ready, "doc": self._doc, "stopped": self._stopped,
             "started": self._started, "report": self._report, "gone": self._gone,
@@ -181,8 +185,12 @@ class Sim:
 
     # -- driving -------------------------------------------------------------------------
 
-    def run(self) -> Result:
-        """Form the group, play the scenario, run until quiet; return the log."""
+    def run(self, progress: Callable[[float], None] | None = None) -> Result:
+        """Form the group, play the scenario, run until quiet; return the log.
+
+        ``progress`` is called with the fraction of scenario steps played so far.
+        """
+        self.progress = progress
         for ordinal in range(self.config.pods):
             self._spawn(ordinal, EAGER_ONLY if self.scenario.eager_only else ALL, 0)
         if self.scenario.steps:
@@ -220,6 +228,8 @@ class Sim:
         self.step_index += 1
         self.last_fault_ms = self.clock.now_ms
         touched = self._apply_step(step)
+        if self.progress is not None:
+            self.progress(self.step_index / len(steps))
         if self.step_index < len(steps):
             nxt = steps[self.step_index]
             if nxt.wait_ready and touched is not None:
@@ -275,9 +285,11 @@ class Sim:
             if pod is None or not pod.alive or pod.partitioned:
                 return None
             pod.partitioned = True
-            self.clock.after(self.lat.lease_ms, "fence", name, pod.token)
-            self.clock.after(self.lat.lease_ms + self.lat.skew_ms, "declare", name, pod.token)
-            self.clock.after(down, "heal", name, pod.token)
+            pod.partitions += 1
+            cut = (name, pod.token, pod.partitions)
+            self.clock.after(self.lat.lease_ms, "fence", *cut)
+            self.clock.after(self.lat.lease_ms + self.lat.skew_ms, "declare", *cut)
+            self.clock.after(down, "heal", *cut)
             return None
         raise AssertionError(step.action)
 
@@ -311,10 +323,11 @@ class Sim:
                 del self.owner[resource]
         pod.running.clear()
 
-    def _doc(self, name: ids.WorkerId, token: int, doc: model.MemberPlan) -> None:
+    def _doc(self, name: ids.WorkerId, token: int, incarnation: str,
+             doc: model.MemberPlan) -> None:
         pod = self._pod(name, token)
-        if pod is None or pod.partitioned:
-            return
+        if pod is None or pod.partitioned or incarnation != pod.incarnation:
+            return  # a document planned for a previous life of this pod is not ours
         newest = pod.latest.generation if pod.latest is not None else -1
         if doc.generation <= max(newest, pod.generation):
             return
@@ -414,20 +427,24 @@ class Sim:
 
     # -- partitions ---------------------------------------------------------------------------
 
-    def _fence(self, name: ids.WorkerId, token: int) -> None:
+    def _cut(self, name: ids.WorkerId, token: int, cut: int) -> _Pod | None:
         pod = self._pod(name, token)
-        if pod is not None and pod.partitioned and not pod.fenced:
+        return pod if pod is not None and pod.partitioned and pod.partitions == cut else None
+
+    def _fence(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        pod = self._cut(name, token, cut)
+        if pod is not None and not pod.fenced:
             pod.fenced = True
             self._stop_all(pod)
 
-    def _declare(self, name: ids.WorkerId, token: int) -> None:
-        pod = self.pods.get(name)
-        if pod is not None and pod.token == token and pod.partitioned:
+    def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        pod = self._cut(name, token, cut)
+        if pod is not None:
             self._gone(name, pod.incarnation)
 
-    def _heal(self, name: ids.WorkerId, token: int) -> None:
-        pod = self._pod(name, token)
-        if pod is None or not pod.partitioned:
+    def _heal(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        pod = self._cut(name, token, cut)
+        if pod is None:
             return
         if pod.fenced:
             # Fenced: the process restarts its membership as a new incarnation.
@@ -440,9 +457,9 @@ class Sim:
         self._reread(name, token)
 
     def _reread(self, name: ids.WorkerId, token: int) -> None:
-        doc = self.written.get(name)
-        if doc is not None:
-            self._doc(name, token, doc)
+        written = self.written.get(name)
+        if written is not None:
+            self._doc(name, token, *written)
 
     # -- the operator ---------------------------------------------------------------------------
 
@@ -460,6 +477,15 @@ class Sim:
         if epoch != self.operator_epoch or not self.operator_up:
             return
         self.round_pending = False
+        if self.rejoin_wait:
+            # A new KIP-415 leader plans only once every member rejoined (JoinGroup's
+            # barrier): each has reported applying the last document written to it.
+            for name, member in self.visible.items():
+                written = self.written.get(name)
+                if (written is not None and written[0] == member.incarnation
+                        and member.generation < written[1].generation):
+                    return  # the next report or departure triggers the round again
+            self.rejoin_wait = False
         snapshot = model.Snapshot(self.connectors, dict(self.visible), self.settings,
                                   frozenset(self.permanent))
         plan = assignor.plan(snapshot, self.state, now_ms=self.clock.now_ms,
@@ -485,7 +511,8 @@ class Sim:
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
 
     def _write(self, name: ids.WorkerId, doc: model.MemberPlan) -> None:
-        self.written[name] = doc
+        incarnation = self.state.incarnations.get(name, "")
+        self.written[name] = (incarnation, doc)
         pod = self.pods.get(name)
         if pod is None or not pod.alive:
             return
@@ -494,7 +521,8 @@ class Sim:
             # The member misses this update; a newer document or its resync supersedes it.
             self.clock.after(self.lat.resync_ms, "reread", name, pod.token)
             return
-        self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, doc)
+        self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, incarnation,
+                         doc)
 
     def _operator_down(self) -> None:
         self.operator_up = False
@@ -507,10 +535,12 @@ class Sim:
         self.operator_up = True
         if self.settings.policy is model.Policy.KIP415:
             self.state = assignor.forget(self.state)  # a new leader: only the delay survives
+            self.rejoin_wait = True
         else:
             # State persisted: finish writing what the last round decided.
             for name, doc in sorted(self.planned.items()):
-                if self.written.get(name) != doc:
+                written = self.written.get(name)
+                if written is None or written[1] != doc:
                     self._write(name, doc)
         if self.state.delay is not None:
             self.deadline_at = self.state.delay.deadline_ms
@@ -518,6 +548,7 @@ class Sim:
         self._trigger()
 
 
-def simulate(config: Config, scenario: scenarios.Scenario) -> Result:
+def simulate(config: Config, scenario: scenarios.Scenario,
+             progress: Callable[[float], None] | None = None) -> Result:
     """Run one drill."""
-    return Sim(config, scenario).run()
+    return Sim(config, scenario).run(progress)

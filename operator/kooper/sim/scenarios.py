@@ -59,13 +59,18 @@ class Scenario:
 
 
 def rolling_restart(pods: int, *, action: Action = Action.RESTART, protocols: str = "",
-                    down_ms: int | None = None, spacing_ms: int | None = None) -> Scenario:
-    """Highest ordinal first, one at a time: wait for ready, or a fixed ``spacing_ms``."""
+                    down_ms: int | None = None, spacing_ms: int | None = None,
+                    only: int | None = None) -> Scenario:
+    """Highest ordinal first, one at a time: wait for ready, or a fixed ``spacing_ms``.
+
+    ``only`` restarts just that many pods (a partial roll leaves undisturbed pods).
+    """
+    first = pods - (pods if only is None else min(only, pods))
     steps = tuple(
         Step(action, pod=ordinal, wait_ready=spacing_ms is None and index > 0,
              delay_ms=0 if index == 0 or spacing_ms is None else spacing_ms,
              down_ms=down_ms, protocols=protocols)
-        for index, ordinal in enumerate(range(pods - 1, -1, -1))
+        for index, ordinal in enumerate(range(pods - 1, first - 1, -1))
     )
     return Scenario("rolling-restart", steps)
 
