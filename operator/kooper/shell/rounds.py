@@ -79,6 +79,8 @@ class RoundResult:
     deleted: int
     compute_s: float
     latency_s: float | None
+    phases: tuple[tuple[str, float], ...] = ()
+    """Seconds spent per phase (read, plan, write, status), for the benchmark."""
 
 
 class Restart(errors.KooperError):
@@ -113,7 +115,12 @@ class GroupRunner:
         self.conditions_state: dict[str, str] = {}
         self.wake_at_ms: int | None = None
         self.task: asyncio.Task[None] | None = None
+        self._connectors_wanted: tuple[model.Plan, model.Snapshot,
+                                       list[views.ConnectorView], int] | None = None
+        self._connectors_task: asyncio.Task[None] | None = None
         self.results: list[RoundResult] = []
+        """The last 100 rounds that planned (tests and the benchmark read them)."""
+        self.rounds_planned = 0
 
     # --- loop ---------------------------------------------------------------
 
@@ -131,6 +138,10 @@ class GroupRunner:
 
     async def stop(self) -> None:
         """Cancel the loop and wait for it."""
+        if self._connectors_task is not None:
+            self._connectors_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connectors_task
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,6 +184,7 @@ class GroupRunner:
         group = self.ctx.views.group(self.namespace, self.name)
         if group is None:
             return None
+        t_read = time.perf_counter()
         now_ms = int(time.time() * 1000)
         pods = list(self.ctx.views.pods(self.namespace))
         found = snapshot.collect_members(
@@ -204,6 +216,7 @@ class GroupRunner:
             return None
 
         started = time.perf_counter()
+        read_s = started - t_read
         plan = assignor.plan(snap, previous, now_ms=now_ms)
         compute_s = time.perf_counter() - started
 
@@ -212,6 +225,7 @@ class GroupRunner:
         _, states = snapshot.wanted(connectors)
         configs = {c.name: c.config for c in connectors}
         to_write = set(plan.changed) | {m for m in edited if m in plan.members}
+        t_write = time.perf_counter()
         failed = await self._write_configmaps(plan, to_write, configs=configs, states=states,
                                               policy=str(group.settings.policy))
         latency = (time.monotonic() - burst_started) if burst_started is not None else None
@@ -226,7 +240,9 @@ class GroupRunner:
         facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=now_ms,
                                   pods_matched=len(found.pods), problems=problems,
                                   pending=pending)
+        t_status = time.perf_counter()
         await self._patch_group_status(group, facts, new_state)
+        t_done = time.perf_counter()
         deleted = await self._delete_departed(plan, configmaps)
 
         self.previous = new_state
@@ -244,8 +260,11 @@ class GroupRunner:
             generation=plan.state.generation, changed=len(plan.changed),
             written=len(to_write) - len(failed), failed=len(failed), deleted=deleted,
             compute_s=compute_s, latency_s=latency if to_write else None,
+            phases=(("read", read_s), ("plan", compute_s), ("write", t_status - t_write),
+                    ("status", t_done - t_status)),
         )
         self.results.append(result)
+        self.rounds_planned += 1
         del self.results[:-100]
         return result
 
@@ -577,7 +596,20 @@ class GroupRunner:
             run=self.ctx.run_id, now_ms=now_ms,
         ))
         if self.ctx.connector_status:
-            await self._patch_connectors(plan, snap, connectors, now_ms)
+            # Off the round's critical path, latest wins: a burst of rounds patches once.
+            self._connectors_wanted = (plan, snap, connectors, now_ms)
+            if self._connectors_task is None or self._connectors_task.done():
+                self._connectors_task = asyncio.get_running_loop().create_task(
+                    self._connectors_loop())
+
+    async def _connectors_loop(self) -> None:
+        while self._connectors_wanted is not None:
+            plan, snap, connectors, now_ms = self._connectors_wanted
+            self._connectors_wanted = None
+            try:
+                await self._patch_connectors(plan, snap, connectors, now_ms)
+            except Exception:
+                logger.exception("%s: Connector statuses failed", self.key)
 
     async def _patch_connectors(self, plan: model.Plan, snap: model.Snapshot,
                                 connectors: list[views.ConnectorView], now_ms: int) -> None:
