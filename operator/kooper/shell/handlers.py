@@ -18,6 +18,7 @@ from typing import Any
 
 import kopf
 
+from kooper.core import errors
 from kooper.shell import controller, kube, metrics, settings, views
 
 _serving_metrics: set[int] = set()
@@ -30,14 +31,15 @@ def _shell(memo: Any) -> controller.Shell:
     return shell
 
 
-def _connection(config: settings.Config, kopf_settings: Any) -> kube.Connection:
+def connection_for(config: settings.Config, kopf_settings: Any) -> kube.Connection:
+    """API connection details: ``KOOPER_KUBE_API``, else in-cluster, else kubeconfig."""
     if config.kube_api:
         return kube.Connection(server=config.kube_api, insecure=True)
     info = kopf.login_with_service_account(settings=kopf_settings) or \
         kopf.login_with_kubeconfig(settings=kopf_settings)
     if info is None:
-        raise kopf.PermanentError("no Kubernetes credentials: no in-cluster service account, "
-                                  "no kubeconfig, and KOOPER_KUBE_API is not set")
+        raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
+                                 "no kubeconfig, and KOOPER_KUBE_API is not set")
     ca_data = info.ca_data.encode() if isinstance(info.ca_data, str) else info.ca_data
     return kube.Connection(
         server=info.server, token=info.token, scheme=info.scheme,
@@ -63,7 +65,7 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
         indices = {name: kwargs[name] for name in (
             "kooper_groups", "kooper_pods", "kooper_leases", "kooper_connectors",
             "kooper_configmaps")}
-        shell.start(_connection(shell.config, settings), indices)
+        shell.start(connection_for(shell.config, settings), indices)
         port = shell.config.metrics_port
         if port and port not in _serving_metrics:
             metrics.serve(port)

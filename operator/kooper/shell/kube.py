@@ -156,6 +156,14 @@ class Client:
             raise KubeError(f"{method} {path}: response is not JSON") from exc
         return decoded if isinstance(decoded, dict) else {}
 
+    async def list(self, path: str, *, label_selector: str | None = None
+                   ) -> list[dict[str, Any]]:
+        """The ``items`` of a list call (read-only; used by ``kooper status``)."""
+        params = {"labelSelector": label_selector} if label_selector else None
+        body = await self.request("GET", path, params=params)
+        items = body.get("items") or []
+        return [item for item in items if isinstance(item, dict)]
+
     # --- ConfigMaps -----------------------------------------------------------
 
     async def write_configmap(

@@ -1,0 +1,217 @@
+"""The pure parts of the shell: parsing, liveness, persisted state, status documents, audit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kooper.core import assignor, events, ids, model
+from kooper.protocol import codec, messages
+from kooper.shell import audit, liveness, snapshot, state, status, views
+
+W = ids.WorkerId
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("300s", 300_000), ("5m", 300_000), ("1m30s", 90_000), ("0s", 0), ("0", 0),
+    ("250ms", 250), ("1h", 3_600_000), ("bogus", 42), (None, 42), ("5x", 42),
+])
+def test_durations_parse_like_go(text, ms):
+    assert views.parse_duration_ms(text, 42) == ms
+
+
+def test_selector_terms_all_have_to_match():
+    selector = views.parse_selector({
+        "matchLabels": {"app": "w"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                             {"key": "canary", "operator": "DoesNotExist"}],
+    })
+    assert selector.matches({"app": "w", "tier": "a"})
+    assert not selector.matches({"app": "w", "tier": "c"})
+    assert not selector.matches({"app": "w", "tier": "a", "canary": "1"})
+    assert not views.parse_selector({}).matches({"app": "w"})
+    assert not views.parse_selector({"matchExpressions": [{"key": "a", "operator": "Gt"}]}
+                                    ).matches({"a": "1"})
+
+
+def _lease(renew="2024-01-01T00:00:00.000000Z", duration=10, report=None, member="w-0"):
+    report = report if report is not None else codec.encode_report(messages.Report(
+        member=member, incarnation="i1", protocols=frozenset({model.Protocol.COMPATIBLE}),
+        generation=3, owned=model.ConnectorsAndTasks.of(["A"], ["A-0"])))
+    return views.parse_lease({
+        "metadata": {"name": f"kooper-{member}", "namespace": "default",
+                     "labels": {"kooper.dev/member": member},
+                     "annotations": {messages.REPORT_ANNOTATION: report},
+                     "ownerReferences": [{"kind": "Pod", "uid": "u1", "name": member}]},
+        "spec": {"holderIdentity": f"{member}/i1", "renewTime": renew,
+                 "leaseDurationSeconds": duration},
+    })
+
+
+def test_lease_expires_after_duration_plus_skew():
+    lease = _lease()
+    renew = views.parse_time_ms("2024-01-01T00:00:00Z")
+    assert liveness.lease_live(lease, now_ms=renew + 14_999, default_duration_s=30, skew_s=5)
+    assert not liveness.lease_live(lease, now_ms=renew + 15_000, default_duration_s=30,
+                                   skew_s=5)
+
+
+def test_malformed_or_foreign_reports_are_errors_not_exceptions():
+    assert _lease(report="{nope").error.startswith("malformed report")
+    foreign = codec.encode_report(messages.Report(member="other", incarnation="i1",
+                                                  protocols=frozenset({model.Protocol.EAGER}),
+                                                  generation=1))
+    assert "belongs to" in _lease(report=foreign).error
+    assert _lease().report is not None
+
+
+def test_scale_down_and_missing_owner_are_permanent_but_a_replicaset_pod_is_not():
+    assert liveness.permanently_departed(pod_name="w-3", owner_kind="StatefulSet",
+                                         owner_name="w", owner_exists=True, replicas=3)
+    assert not liveness.permanently_departed(pod_name="w-2", owner_kind="StatefulSet",
+                                             owner_name="w", owner_exists=True, replicas=3)
+    assert liveness.permanently_departed(pod_name="x-abc", owner_kind="ReplicaSet",
+                                         owner_name="x", owner_exists=False, replicas=None)
+    assert not liveness.permanently_departed(pod_name="x-abc", owner_kind="ReplicaSet",
+                                             owner_name="x", owner_exists=True, replicas=2)
+    assert not liveness.permanently_departed(pod_name="lone", owner_kind="", owner_name="",
+                                             owner_exists=False, replicas=None)
+
+
+def test_members_need_a_matching_pod_with_the_leases_uid():
+    group = views.parse_group({"metadata": {"name": "wg", "namespace": "default"},
+                               "spec": {"selector": {"matchLabels": {"app": "w"}}}})
+    pod = views.PodView("default", "w-0", "u1", {"app": "w"}, False, "", "")
+    now = views.parse_time_ms("2024-01-01T00:00:01Z")
+    found = snapshot.collect_members(group, pods=[pod], leases=[_lease()], last_good={},
+                                     now_ms=now)
+    assert list(found.members) == ["w-0"]
+    assert found.next_expiry_ms == views.parse_time_ms("2024-01-01T00:00:15Z")
+    other_uid = views.PodView("default", "w-0", "u2", {"app": "w"}, False, "", "")
+    assert not snapshot.collect_members(group, pods=[other_uid], leases=[_lease()],
+                                        last_good={}, now_ms=now).members
+
+
+def test_stopped_connector_keeps_its_instance_and_paused_keeps_its_tasks():
+    def conn(name, state):
+        return views.parse_connector({"metadata": {"name": name, "namespace": "d"},
+                                      "spec": {"workerGroup": "wg", "tasksMax": 3,
+                                               "state": state}})
+    counts, states = snapshot.wanted([conn("A", "running"), conn("B", "paused"),
+                                      conn("C", "stopped")])
+    assert counts == {"A": 3, "B": 3, "C": 0}
+    assert states == {"B": "paused", "C": "stopped"}
+
+
+def _converged_plan():
+    members = {W(f"w-{n}"): model.Member(W(f"w-{n}"), incarnation=f"i{n}") for n in range(3)}
+    snap = model.Snapshot(connectors={"A": 5}, members=members)
+    plan = assignor.plan(snap, model.PlanState(), now_ms=1000)
+    return snap, plan
+
+
+def test_persisted_state_plus_configmaps_restore_the_plan_state():
+    snap, plan = _converged_plan()
+    configmaps = []
+    for member, member_plan in plan.members.items():
+        message = state.assignment_message(
+            group="wg", member=member, plan=member_plan, protocol=plan.protocol,
+            policy="kooper", delay_ms=0, leader="op", epochs=plan.state.epochs, configs={},
+            states={})
+        configmaps.append((member, codec.encode_assignment(message)))
+    lost = model.ConnectorsAndTasks.of(tasks=["B-0"])
+    persisted = model.PlanState(
+        generation=plan.state.generation, protocol=plan.state.protocol,
+        assignments=plan.state.assignments, incarnations=plan.state.incarnations,
+        lost={W("gone"): lost}, delay=model.Delay(99_000, (W("w-0"),)),
+        epochs={**plan.state.epochs, "B-0": 7})
+    encoded = json.loads(json.dumps(state.encode(persisted)))
+    assert "A-0" not in encoded["epochs"]  # assigned epochs live in the ConfigMaps
+    assert encoded["epochs"] == {"B-0": 7}
+    restored = state.restore(encoded, configmaps, group="wg").state
+    assert restored.assignments == plan.state.assignments
+    assert restored.epochs == persisted.epochs
+    assert restored.lost == {W("gone"): lost}
+    assert restored.delay == persisted.delay
+    assert restored.incarnations == plan.state.incarnations
+    again = assignor.plan(snap, restored, now_ms=2000)
+    assert not again.revoking
+    assert all(again.members[m].assigned == plan.members[m].assigned for m in plan.members)
+
+
+def test_restore_prefers_configmaps_newer_than_the_status():
+    configmaps = [("w-0", codec.encode_assignment(messages.Assignment(
+        group="wg", member="w-0", generation=9, protocol=model.Protocol.COMPATIBLE,
+        assigned=model.ConnectorsAndTasks.of(tasks=["A-0"]), epochs={"A-0": 4})))]
+    old_status = {"generation": 8, "lost": {"gone": {"connectors": [], "tasks": {"A": [0]}}},
+                  "epochs": {"A-0": 3}}
+    restored = state.restore(old_status, configmaps, group="wg")
+    assert restored.state.generation == 9
+    assert restored.state.lost == {}
+    assert restored.state.epochs["A-0"] == 4
+    bad = state.restore({}, [("w-1", "{}")], group="wg")
+    assert bad.unreadable == ("w-1",)
+
+
+def test_failed_writes_keep_the_old_assignment_counted_for_the_barrier():
+    previous = model.PlanState(assignments={W("a"): model.ConnectorsAndTasks.of(tasks=["A-0"])},
+                               assigned_at={W("a"): 1})
+    planned = model.PlanState(generation=2,
+                              assignments={W("a"): model.ConnectorsAndTasks.of(tasks=["A-1"])},
+                              assigned_at={W("a"): 2})
+    merged = state.merge_partial(previous, planned, {W("a")})
+    assert merged.assignments[W("a")] == model.ConnectorsAndTasks.of(tasks=["A-0", "A-1"])
+    assert merged.assigned_at[W("a")] == 1
+    assert state.merge_partial(previous, planned, ()) is planned
+
+
+def test_merge_patch_deletes_removed_keys_and_leaves_equal_ones_out():
+    old = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
+    new = {"a": 1, "b": {"c": 2}, "e": [2], "f": None}
+    assert status.merge_patch(old, new) == {"b": {"d": None}, "e": [2], "f": None}
+
+
+def test_conditions_keep_their_transition_time_unless_status_flips():
+    before = [{"type": "Ready", "status": "True", "lastTransitionTime": "T0"}]
+    kept = status.conditions([status.Condition("Ready", True, "Balanced", "ok")],
+                             previous=before, generation=2, now="T1")
+    flipped = status.conditions([status.Condition("Ready", False, "WorkUnassigned", "x")],
+                                previous=before, generation=2, now="T1")
+    assert kept[0]["lastTransitionTime"] == "T0"
+    assert flipped[0]["lastTransitionTime"] == "T1"
+    assert flipped[0]["observedGeneration"] == 2
+
+
+def test_group_status_makes_unassigned_work_impossible_to_miss():
+    snap = model.Snapshot(connectors={"A": 2}, members={})
+    plan = assignor.plan(snap, model.PlanState(), now_ms=0)
+    facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=0, pods_matched=1)
+    doc = status.group_status(facts, state={}, generation=1, previous={})
+    by_type = {c["type"]: c for c in doc["conditions"]}
+    assert doc["unassigned"] == 3
+    assert by_type["Ready"]["status"] == "False"
+    assert by_type["Degraded"]["reason"] == "WorkUnassigned"
+    assert by_type["Degraded"]["message"] == (
+        "2 tasks and 1 connector unassigned: the group has no live member")
+
+
+def test_audit_rows_are_event_log_rows_with_a_change_column():
+    snap, plan = _converged_plan()
+    rows = list(audit.rows(previous=model.PlanState(), plan=plan, group="d/wg",
+                           policy="kooper", run="r", now_ms=5))
+    parsed = [events.Event.from_row(row) for row in rows]
+    starts = [e for e in parsed if e.event is events.Kind.START]
+    assert len(starts) == 6
+    assert all(e.epoch == 1 and e.generation == plan.state.generation for e in starts)
+    assert {r["change"] for r in rows} == {"assigned", "join", "round"}
+    # Next round, one member departs: its resources are stopped as "lost".
+    members = {m: v for m, v in snap.members.items() if m != "w-2"}
+    later = assignor.plan(model.Snapshot(connectors={"A": 5}, members=members,
+                                         settings=model.Settings(max_delay_ms=0)),
+                          plan.state, now_ms=2000)
+    rows = list(audit.rows(previous=plan.state, plan=later, group="d/wg", policy="kooper",
+                           run="r", now_ms=6))
+    lost = [r for r in rows if r["change"] == "lost"]
+    assert {r["resource"] for r in lost} == set(plan.members[W("w-2")].assigned.sorted())
+    assert any(r["change"] == "leave" and r["member"] == "w-2" for r in rows)
