@@ -109,3 +109,36 @@ def test_statefulset_scale_down_reassigns_without_waiting(emulated, operator):
         departed = events(emulated, "MemberDeparted")
         assert any("scale-down" in e["message"] for e in departed)
         assert not fleet.violations
+
+
+def test_metrics_and_audit_log_record_the_rounds(emulated, fleet, tmp_path):
+    import json
+
+    from prometheus_client import REGISTRY
+
+    from kooper.core import events as event_log
+    from tests.shell.conftest import Operator
+
+    path = tmp_path / "audit.jsonl"
+    op = Operator(emulated, audit_log=str(path)).start()
+    try:
+        make_group(emulated, "audited")
+        make_connector(emulated, "A", 3, group="audited")
+        fleet.add("w-0")
+        fleet.add("w-1")
+        wait_for(lambda: settled(fleet, emulated, resources=4, members=2, name="audited"),
+                 what="settle")
+    finally:
+        op.stop()
+    labels = {"group": "default/audited"}
+    assert REGISTRY.get_sample_value("kooper_rounds_total", labels) >= 1
+    assert REGISTRY.get_sample_value("kooper_rebalances_total", labels) >= 1
+    assert REGISTRY.get_sample_value("kooper_unassigned", labels) == 0
+    assert REGISTRY.get_sample_value("kooper_assigned", labels) == 4
+    assert REGISTRY.get_sample_value("kooper_members", {**labels, "protocol": "compatible"}) == 2
+    assert REGISTRY.get_sample_value("kooper_rebalance_latency_seconds_count", labels) >= 1
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    parsed = [event_log.Event.from_row(row) for row in rows]
+    started = {e.resource for e in parsed if e.event is event_log.Kind.START}
+    assert started == {"A", "A-0", "A-1", "A-2"}
+    assert all(row["group"] == "default/audited" for row in rows)
