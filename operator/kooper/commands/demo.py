@@ -58,15 +58,18 @@ def run(args: argparse.Namespace) -> int:
           f"({tasks} tasks, {settings.resources} resources with the connector instances)")
     print(f"  short timings for a demo: scheduledRebalanceMaxDelay {settings.max_delay_s}s, "
           f"lease {settings.lease_s}s, restart time {settings.restart_s}s "
-          f"(defaults in a real cluster: 300s and 30s)")
+          f"(defaults in a real cluster: 300s and 30s); tasks take "
+          f"{settings.start_ms}ms to start and {settings.stop_ms}ms to stop")
     started = time.monotonic()
     results = []
     for name in wanted:
         protocol, policy = name.split("-")
         results.append(drill.run_one(settings, protocol=protocol, policy=policy, out=out))
     print()
-    print(drill.format_table([(f"{r.name} ({descriptions.get(r.name, '')})".replace(" ()", ""),
-                               r.scores) for r in results]))
+    print(drill.format_table([(r.name, r.scores) for r in results]))
+    for r in results:
+        if r.name in descriptions:
+            print(f"  {r.name}: {descriptions[r.name]}")
     png = plot.plot_runs([(r.name, r.rows, r.start_ms, r.end_ms) for r in results],
                          out / "demo-running.png", total=settings.resources)
     print()

@@ -37,8 +37,10 @@ class Settings:
     clock_skew_s: int = 1
     settle_s: float = 2.0
     """How long nothing may change before a run counts as converged."""
-    latency_ms: int = 100
-    """The demo connectors' start/stop latency."""
+    start_ms: int = 1000
+    """The demo tasks' start latency: a Connect task opens connections and reads offsets."""
+    stop_ms: int = 500
+    """The demo tasks' stop latency: flush and commit."""
 
     @property
     def resources(self) -> int:
@@ -110,7 +112,8 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
         progress(f"[{name}] emulator at {embedded.url}; operator pid {embedded.operator.pid}"
                  if embedded.operator else f"[{name}] emulator at {embedded.url}")
         runner = pods.PodRunner(embedded.api, workdir=workdir, replicas=settings.pods,
-                                namespace=embedded.namespace)
+                                namespace=embedded.namespace,
+                                worker_args=worker_args(settings, run=name))
         try:
             _create_objects(embedded, settings, protocol=protocol, policy=policy,
                             app_label=runner.app_label)
@@ -140,6 +143,15 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
                      start_ms=start_ms, end_ms=end_ms, scores=result, log_path=log_path)
 
 
+def worker_args(settings: Settings, *, run: str) -> tuple[str, ...]:
+    """``kooper worker`` flags: the demo connectors with the drill's short timings."""
+    return ("--demo", "--run", run,
+            "--lease-seconds", str(settings.lease_s),
+            "--renew-seconds", str(max(0.5, settings.lease_s / 5)),
+            "--poll-seconds", "0.2",
+            "--start-ms", str(settings.start_ms), "--stop-ms", str(settings.stop_ms))
+
+
 def _create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, protocol: str,
                     policy: str, app_label: str) -> None:
     embedded.create("workergroups", {
@@ -151,32 +163,33 @@ def _create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, pr
                  "leaseDurationSeconds": settings.lease_s,
                  "clockSkewSeconds": settings.clock_skew_s},
     })
-    latency = str(settings.latency_ms)
-    for connector, tasks in settings.connectors:
+    for index, (connector, tasks) in enumerate(settings.connectors):
         embedded.create("connectors", {
             "apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
             "metadata": {"name": connector},
             "spec": {"workerGroup": GROUP, "tasksMax": tasks,
-                     "config": {"connector.class": "counter-source",
-                                "start.latency.ms": latency, "stop.latency.ms": latency}},
+                     # The SDK's demo connector types: counter sources, one sleep sink.
+                     "config": {"type": "sleep" if index == 2 else "counter",
+                                "start.ms": str(settings.start_ms),
+                                "stop.ms": str(settings.stop_ms)}},
         })
 
 
 RUNS: tuple[tuple[str, str, str], ...] = (
-    ("compatible", "kooper", "cooperative, kooper policy (default)"),
-    ("compatible", "kip415", "cooperative, KIP-415 exactly"),
-    ("eager", "kooper", "eager (stop the world)"),
+    ("compatible", "kooper", "cooperative, the default kooper policy"),
+    ("compatible", "kip415", "cooperative, KIP-415's policy exactly"),
+    ("eager", "kooper", "eager: every round stops everything"),
 )
 """(protocol, policy, description) of the demo's three runs, in order."""
 
 
 def format_table(results: Sequence[tuple[str, scores.Scores]]) -> str:
     """The comparison table, one row per run."""
-    header = (f"{'run':<40} {'total pause':>12} {'longest':>9} {'rounds':>7} {'moves':>6} "
+    header = (f"{'run':<18} {'total pause':>12} {'longest':>9} {'rounds':>7} {'moves':>6} "
               f"{'converge':>9} {'overlaps':>9} {'running':>8}")
     lines = [header, "-" * len(header)]
     for label, s in results:
-        lines.append(f"{label:<40} {s.total_pause_ms / 1000:>11.1f}s {s.max_pause_ms / 1000:>8.1f}s"
+        lines.append(f"{label:<18} {s.total_pause_ms / 1000:>11.1f}s {s.max_pause_ms / 1000:>8.1f}s"
                      f" {s.rounds:>7} {s.moves:>6} {s.converge_ms / 1000:>8.1f}s {s.overlaps:>9}"
                      f" {s.running_at_end:>4}/{s.resources:<3}")
     return "\n".join(lines)
