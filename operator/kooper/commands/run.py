@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if not args.verbose:
+        # kopf logs every handled watch event at INFO: one line per Lease renewal.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config = settings.from_env(
         namespaces=tuple(args.namespace), metrics_port=args.metrics_port,
         health_port=args.health_port, audit_log=args.audit_log, peering=args.peering,

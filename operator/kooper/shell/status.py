@@ -127,7 +127,9 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
         degraded = Condition("Degraded", True, reason, message)
     else:
         degraded = Condition("Degraded", False, "AsExpected", "no problem detected")
-    if not unassigned and not rebalancing.status:
+    if facts.pods_matched == 0:
+        ready = Condition("Ready", False, degraded.reason, degraded.message)
+    elif not unassigned and not rebalancing.status:
         ready = Condition("Ready", True, "Balanced",
                           f"{members} member(s) run every configured resource")
     elif unassigned:
