@@ -217,11 +217,12 @@ class GroupRunner:
 
         started = time.perf_counter()
         read_s = started - t_read
-        plan = assignor.plan(snap, previous, now_ms=now_ms)
+        configured = snap.configured()
+        plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured)
         compute_s = time.perf_counter() - started
 
         # Before the writes: what a member was never given is judged against earlier rounds.
-        problems = self._problems(group, found, snap, plan)
+        problems = self._problems(found, snap, configured)
         _, states = snapshot.wanted(connectors)
         configs = {c.name: c.config for c in connectors}
         to_write = set(plan.changed) | {m for m in edited if m in plan.members}
@@ -491,13 +492,12 @@ class GroupRunner:
 
     # --- events, connectors, audit ----------------------------------------------------------
 
-    def _problems(self, group: views.GroupView, found: snapshot.Members,
-                  snap: model.Snapshot, plan: model.Plan) -> tuple[tuple[str, str], ...]:
+    def _problems(self, found: snapshot.Members, snap: model.Snapshot,
+                  configured: model.ConnectorsAndTasks) -> tuple[tuple[str, str], ...]:
         problems: list[tuple[str, str]] = []
         for issue in found.issues:
             problems.append((issue.reason, issue.message))
             self._report_once(issue.reason, f"{issue.member}:{issue.message}", issue.message)
-        configured = snap.configured()
         for member_id, member in snap.members.items():
             known = self.given.get(member_id)
             given = known[1] if known and known[0] == member.incarnation else model.EMPTY
