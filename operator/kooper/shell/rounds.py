@@ -110,6 +110,9 @@ class GroupRunner:
         self.group_rv: str | None = None
         self.last_status: Mapping[str, Any] | None = None
         self.connector_statuses: dict[str, dict[str, Any]] = {}
+        self._connector_generations: dict[str, int] = {}
+        self._last_holders: dict[str, ids.WorkerId] = {}
+        self._last_owned: dict[str, ids.WorkerId] = {}
         self.reported: set[tuple[str, str]] = set()
         """(reason, subject) of bad-input Events already posted (no spam)."""
         self.conditions_state: dict[str, str] = {}
@@ -621,8 +624,23 @@ class GroupRunner:
         for member_id, live in snap.members.items():
             for resource in (*live.owned.connectors, *live.owned.tasks):
                 owned[resource] = member_id
+        # Only connectors with a resource whose holder or runner changed, or whose spec
+        # changed, are recomputed: 100,000 task entries per round would be wasted work.
+        dirty: set[str] = set()
+        for mapping, last in ((holders, self._last_holders), (owned, self._last_owned)):
+            for resource, member in mapping.items():
+                if last.get(resource) != member:
+                    dirty.add(_connector_of(resource))
+            for resource in last.keys() - mapping.keys():
+                dirty.add(_connector_of(resource))
+        self._last_holders, self._last_owned = holders, owned
         patches = []
         for connector in connectors:
+            seen = self._connector_generations.get(connector.name)
+            if connector.name not in dirty and seen == connector.generation and \
+                    connector.name in self.connector_statuses:
+                continue
+            self._connector_generations[connector.name] = connector.generation
             wanted = status.connector_status(connector, holders=holders, owned=owned,
                                              epochs=plan.state.epochs, group_exists=True)
             base = self.connector_statuses.get(connector.name) or connector.status
@@ -646,3 +664,8 @@ class GroupRunner:
 
 
 _background: set[asyncio.Task[None]] = set()
+
+
+def _connector_of(resource: str) -> str:
+    connector, sep, number = resource.rpartition("-")
+    return connector if sep and number.isdigit() else resource
