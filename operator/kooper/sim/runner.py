@@ -106,6 +106,7 @@ class _Pod:
     fenced: bool = False
     report_seq: int = 0
     partitions: int = 0
+    started_at: int = -1
 
 
 @dataclasses.dataclass
@@ -177,9 +178,9 @@ class Sim:
     # -- recording ------------------------------------------------------------------
 
     def _emit(self, kind: ev.Kind, member: str = "", resource: str = "",
-              generation: int = -1, epoch: int = -1) -> None:
+              generation: int = -1, epoch: int = -1, *, late_ms: int = 0) -> None:
         self.events.append(ev.Event(
-            self.clock.now_ms, self.run_id, self.config.group, member, resource, kind,
+            self.clock.now_ms + late_ms, self.run_id, self.config.group, member, resource, kind,
             generation, epoch, str(self.settings.protocol), str(self.settings.policy),
         ))
 
@@ -311,17 +312,22 @@ class Sim:
 
     def _depart(self, pod: _Pod) -> None:
         """The process is gone: everything it ran stops at once."""
-        self._stop_all(pod)
+        late = self._stop_all(pod)
         pod.alive = False
-        self._emit(ev.Kind.LEAVE, pod.name)
+        self._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
         self.clock.after(self.lat.report.draw(self.rng), "gone", pod.name, pod.incarnation)
 
-    def _stop_all(self, pod: _Pod) -> None:
+    def _stop_all(self, pod: _Pod) -> int:
+        """Stop everything at once; returns how late (ms) the stops were recorded."""
+        # A start that completed this very millisecond is recorded 1 ms before its stop:
+        # the event log orders stops before starts within a millisecond.
+        late = 1 if pod.started_at == self.clock.now_ms else 0
         for resource in sorted(pod.running):
-            self._emit(ev.Kind.STOP, pod.name, resource, pod.generation)
+            self._emit(ev.Kind.STOP, pod.name, resource, pod.generation, late_ms=late)
             if self.owner.get(resource) == pod.name:
                 del self.owner[resource]
         pod.running.clear()
+        return late
 
     def _doc(self, name: ids.WorkerId, token: int, incarnation: str,
              doc: model.MemberPlan) -> None:
@@ -380,6 +386,7 @@ class Sim:
             self.owner[resource] = name
             self._emit(ev.Kind.START, name, resource, doc.generation, epochs.get(resource, -1))
         pod.running |= to_start
+        pod.started_at = self.clock.now_ms
         self._applied(pod, doc)
 
     def _applied(self, pod: _Pod, doc: model.MemberPlan) -> None:
@@ -448,7 +455,7 @@ class Sim:
             return
         if pod.fenced:
             # Fenced: the process restarts its membership as a new incarnation.
-            self._emit(ev.Kind.LEAVE, name)
+            self._emit(ev.Kind.LEAVE, name)  # its stops were recorded at the fence
             pod.alive = False
             self._spawn(pod.ordinal, pod.protocols, 0)
             return
