@@ -34,8 +34,8 @@ class Operator:
 
     def __init__(self, emulated: cluster.EmulatedCluster, **config: Any) -> None:
         self.emulated = emulated
-        self.config = settings.Config(kube_api=emulated.url, identity="test-operator",
-                                      debounce_s=0.05, retry_s=0.3, **config)
+        values = {"identity": "test-operator", "debounce_s": 0.05, "retry_s": 0.3, **config}
+        self.config = settings.Config(kube_api=emulated.url, **values)
         self.thread: kopfthread.OperatorThread | None = None
         self.memo: Any = None
 

@@ -142,3 +142,24 @@ def test_metrics_and_audit_log_record_the_rounds(emulated, fleet, tmp_path):
     started = {e.resource for e in parsed if e.event is event_log.Kind.START}
     assert started == {"A", "A-0", "A-1", "A-2"}
     assert all(row["group"] == "default/audited" for row in rows)
+
+
+def test_a_burst_of_joins_is_planned_as_one_round(emulated, fleet):
+    from tests.shell.conftest import Operator
+
+    op = Operator(emulated, debounce_s=0.3).start()
+    try:
+        make_group(emulated)
+        make_connector(emulated, "A", 12)
+        wait_for(lambda: group_status(emulated).get("conditions"), what="first round")
+        runner = next(iter(op.shell.runners.values()))
+        before = runner.rounds_planned
+        for n in range(6):
+            fleet.add(f"w-{n}")
+        wait_for(lambda: settled(fleet, emulated, resources=13, members=6), what="settle")
+        joined = [e["message"] for e in events(emulated, "MemberJoined")]
+        assert joined[0].startswith("6 member(s) joined")
+        # One round assigns everything; the members' reports (12 events) add at most a few.
+        assert runner.rounds_planned - before <= 4
+    finally:
+        op.stop()
