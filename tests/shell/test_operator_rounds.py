@@ -115,9 +115,9 @@ def test_metrics_and_audit_log_record_the_rounds(emulated, fleet, tmp_path):
     import json
 
     from prometheus_client import REGISTRY
+    from tests.shell.conftest import Operator
 
     from kooper.core import events as event_log
-    from tests.shell.conftest import Operator
 
     path = tmp_path / "audit.jsonl"
     op = Operator(emulated, audit_log=str(path)).start()
