@@ -10,7 +10,7 @@
    1,000 pods x 100,000 tasks (``--full``; else only the first ``--scale-pods``
    pods of the 1,000 restart and the whole roll is extrapolated per pod).
 
-    .venv/bin/python benchmarks/bench_sim.py [--seeds 5] [--full]
+    .venv/bin/python benchmarks/bench_sim.py [--seeds 5] [--full | --scale-pods 20] [--no-scale]
 """
 
 from __future__ import annotations
@@ -112,10 +112,12 @@ def main() -> None:
     parser.add_argument("--full", action="store_true",
                         help="restart all 1,000 pods of the scale run (minutes)")
     parser.add_argument("--scale-pods", type=int, default=20)
+    parser.add_argument("--no-scale", action="store_true", help="skip part 3")
     args = parser.parse_args()
     seed_002(args.seeds)
     pitfall(args.seeds)
-    scale(args.full, args.scale_pods)
+    if not args.no_scale:
+        scale(args.full, args.scale_pods)
 
 
 if __name__ == "__main__":
