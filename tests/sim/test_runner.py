@@ -15,6 +15,7 @@ Q = model.Policy
 
 
 def drill(scenario: scenarios.Scenario, protocol: P, policy: Q, **kw: int) -> runner.Result:
+    """A 6-pod, 2 x 6-task group; ``kw`` overrides the config (seed 7 by default)."""
     config = runner.Config(pods=6, connectors=2, tasks=6, protocol=protocol, policy=policy,
                            seed=kw.pop("seed", 7), **kw)
     return runner.simulate(config, scenario)
@@ -56,6 +57,20 @@ def test_kip415_waits_the_delay_for_a_killed_pod_and_kooper_hands_a_scale_down_o
     down = metrics.run_metrics(drill(scenarios.build("scale-down", 6), P.COMPATIBLE, Q.KOOPER,
                                      delay_ms=60_000).events)
     assert 0 < down.max_pause_ms < 5_000
+
+
+def test_every_scenario_also_converges_with_members_driven_by_the_real_sdk_session():
+    for name in scenarios.NAMES:
+        for protocol, policy in ((P.COMPATIBLE, Q.KOOPER), (P.COMPATIBLE, Q.KIP415),
+                                 (P.EAGER, Q.KOOPER)):
+            result = drill(scenarios.build(name, 6), protocol, policy, delay_ms=20_000,
+                           sessions=True)
+            assert chaos.check(result) == [], (name, protocol, policy)
+
+
+def test_chaos_with_sdk_sessions_breaks_no_rule():
+    outcomes = chaos.run_many(range(1_000, 1_200), sessions=True)
+    assert [(o.seed, o.violations) for o in outcomes if o.violations] == []
 
 
 def test_a_few_hundred_chaos_runs_break_no_rule():

@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="event log: .parquet or .jsonl")
     parser.add_argument("--runs", type=int, default=1000, help="chaos: number of runs")
+    parser.add_argument("--sessions", action="store_true",
+                        help="drive members through the real SDK session (slower)")
     parser.add_argument("--jobs", type=int, default=0,
                         help="chaos: worker processes (default: all CPUs)")
 
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     config = runner.Config(
         pods=pods, connectors=args.connectors, tasks=args.tasks,
         policy=model.Policy(args.policy), protocol=model.Protocol(args.protocol),
-        delay_ms=args.delay_ms, seed=args.seed,
+        delay_ms=args.delay_ms, seed=args.seed, sessions=args.sessions,
     )
     scenario = scenarios.build(args.scenario, pods)
     started = time.perf_counter()
@@ -105,14 +107,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.violations else 0
 
 
-def _chaos_one(job: tuple[int, int | None]) -> chaos.Outcome:
-    return chaos.run_one(job[0], pods=job[1])
+def _chaos_one(job: tuple[int, int | None, bool]) -> chaos.Outcome:
+    return chaos.run_one(job[0], pods=job[1], sessions=job[2])
 
 
 def _chaos(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise errors.KooperError("--runs must be >= 1")
-    jobs = [(args.seed + index, args.pods) for index in range(args.runs)]
+    jobs = [(args.seed + index, args.pods, args.sessions) for index in range(args.runs)]
     bar = _bar("chaos")
     outcomes: list[chaos.Outcome] = []
     started = time.perf_counter()
@@ -133,6 +135,7 @@ def _chaos(args: argparse.Namespace) -> int:
     print(f"violations: {len(bad)}")
     for outcome in bad:
         print(f"  seed {outcome.seed}: {'; '.join(outcome.violations[:3])}")
-        print(f"    reproduce: kooper drill chaos --sim --runs 1 --seed {outcome.seed}")
+        print(f"    reproduce: kooper drill chaos --sim --runs 1 --seed {outcome.seed}"
+              + (" --sessions" if args.sessions else ""))
     print(f"slowest convergence: {slowest.converge_ms} ms (seed {slowest.seed})")
     return 1 if bad else 0

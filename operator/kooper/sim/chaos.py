@@ -37,7 +37,8 @@ class Outcome:
     events: int
 
 
-def draw(seed: int, *, pods: int | None = None) -> tuple[runner.Config, scenarios.Scenario]:
+def draw(seed: int, *, pods: int | None = None,
+         sessions: bool = False) -> tuple[runner.Config, scenarios.Scenario]:
     """The group, settings and fault schedule of chaos run ``seed``."""
     rng = random.Random(seed)
     size = pods if pods is not None else rng.randint(2, 5)
@@ -75,6 +76,7 @@ def draw(seed: int, *, pods: int | None = None) -> tuple[runner.Config, scenario
             until_ms=horizon,
         ),
         run=f"chaos-{seed}",
+        sessions=sessions,
     )
     return config, scenario
 
@@ -119,9 +121,9 @@ def check(result: runner.Result) -> list[str]:
     return problems
 
 
-def run_one(seed: int, *, pods: int | None = None) -> Outcome:
-    """Run chaos seed ``seed`` and check it."""
-    config, scenario = draw(seed, pods=pods)
+def run_one(seed: int, *, pods: int | None = None, sessions: bool = False) -> Outcome:
+    """Run chaos seed ``seed`` and check it (``sessions``: members are real SDK sessions)."""
+    config, scenario = draw(seed, pods=pods, sessions=sessions)
     result = runner.simulate(config, scenario)
     problems = check(result)
     summary = metrics.run_metrics(result.events)
@@ -130,6 +132,7 @@ def run_one(seed: int, *, pods: int | None = None) -> Outcome:
     return Outcome(seed, tuple(problems), summary.converge_ms or 0, len(result.events))
 
 
-def run_many(seeds: Sequence[int], *, pods: int | None = None) -> list[Outcome]:
+def run_many(seeds: Sequence[int], *, pods: int | None = None,
+             sessions: bool = False) -> list[Outcome]:
     """Run every seed in order."""
-    return [run_one(seed, pods=pods) for seed in seeds]
+    return [run_one(seed, pods=pods, sessions=sessions) for seed in seeds]

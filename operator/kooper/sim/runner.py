@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 from kooper.core import assignor, ids, model
 from kooper.core import events as ev
+from kooper.protocol import messages
+from kooper.sdk import session as sdk_session
 from kooper.sim import clock, scenarios
 
 Step = scenarios.Step
@@ -88,6 +90,8 @@ class Config:
     horizon_ms: int = 24 * 3_600_000
     run: str = ""
     group: str = "sim"
+    sessions: bool = False
+    """Drive members through the real ``kooper.sdk.session.Session`` (slower)."""
 
 
 @dataclasses.dataclass
@@ -107,6 +111,7 @@ class _Pod:
     report_seq: int = 0
     partitions: int = 0
     started_at: int = -1
+    session: sdk_session.Session | None = None
 
 
 @dataclasses.dataclass
@@ -172,8 +177,10 @@ class Sim:
             "started": self._started, "report": self._report, "gone": self._gone,
             "round": self._round, "deadline": self._deadline, "step": self._step,
             "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
-            "heal": self._heal, "reread": self._reread,
+            "heal": self._heal, "reread": self._reread, "batch": self._batch,
         }
+        self.doc_meta: dict[tuple[str, int], tuple[model.Protocol, dict[str, int]]] = {}
+        """Session mode: (member, generation) -> the document's protocol and epochs."""
 
     # -- recording ------------------------------------------------------------------
 
@@ -307,7 +314,14 @@ class Sim:
             return
         pod.alive = True
         self._emit(ev.Kind.JOIN, name)
-        self._send_report(pod)
+        if self.config.sessions:
+            pod.session = sdk_session.Session(
+                member_name=name, incarnation=pod.incarnation, protocols=pod.protocols,
+                lease_duration_ms=self.lat.lease_ms)
+            pod.session.join(self.clock.now_ms)
+            self._pump(pod)
+        else:
+            self._send_report(pod)
         self.clock.after(self.lat.ready.draw(self.rng), "ready", name, token)
 
     def _depart(self, pod: _Pod) -> None:
@@ -334,6 +348,14 @@ class Sim:
         pod = self._pod(name, token)
         if pod is None or pod.partitioned or incarnation != pod.incarnation:
             return  # a document planned for a previous life of this pod is not ours
+        if pod.session is not None:
+            protocol, epochs = self.doc_meta.get((name, doc.generation),
+                                                 (self.state.protocol, {}))
+            pod.session.receive_assignment(messages.Assignment(
+                group=self.config.group, member=name, generation=doc.generation,
+                protocol=protocol, assigned=doc.assigned, revoked=doc.revoked, epochs=epochs))
+            self._pump(pod)
+            return
         newest = pod.latest.generation if pod.latest is not None else -1
         if doc.generation <= max(newest, pod.generation):
             return
@@ -396,16 +418,70 @@ class Sim:
         if pod.latest is not None and pod.latest.generation > pod.generation:
             self._apply(pod)
 
-    def _send_report(self, pod: _Pod) -> None:
+    # -- members driven by the real SDK session ------------------------------------------------
+
+    def _pump(self, pod: _Pod) -> None:
+        """Run the session's next batches: reports at once, stops/starts after their time."""
+        session = pod.session
+        assert session is not None
+        if pod.busy:
+            return
+        while actions := session.next_actions():
+            first = actions[0]
+            if isinstance(first, sdk_session.Stop | sdk_session.Start):
+                pod.busy = True
+                span = self.lat.stop if isinstance(first, sdk_session.Stop) else self.lat.start
+                self.clock.after(span.draw(self.rng), "batch", pod.name, pod.token, actions)
+                return
+            for action in actions:
+                if isinstance(action, sdk_session.WriteReport):
+                    if pod.partitioned:
+                        session.done(action, error="the API is unreachable")
+                        return  # retried after lease_renewed
+                    report = action.report
+                    self._send_report(pod, model.Member(
+                        pod.name, report.owned, report.generation, report.protocols,
+                        report.incarnation))
+                session.done(action)
+
+    def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:
+        pod = self._pod(name, token)
+        if pod is None or pod.session is None:
+            return
+        epochs = self.state.epochs
+        for action in actions:
+            if isinstance(action, sdk_session.Stop):
+                self._emit(ev.Kind.STOP, name, action.resource, action.generation)
+                if self.owner.get(action.resource) == name:
+                    del self.owner[action.resource]
+                pod.running.discard(action.resource)
+            elif isinstance(action, sdk_session.Start):
+                holder = self.owner.get(action.resource)
+                if holder is not None and holder != name:
+                    self.violations.append(f"t={self.clock.now_ms}: {action.resource} started "
+                                           f"on {name} while {holder} runs it")
+                self.owner[action.resource] = name
+                self._emit(ev.Kind.START, name, action.resource, action.generation,
+                           epochs.get(action.resource, action.epoch))
+                pod.running.add(action.resource)
+                pod.started_at = self.clock.now_ms
+            pod.session.done(action)
+        pod.generation = pod.session.applied_generation
+        pod.busy = False
+        self._pump(pod)
+
+    def _send_report(self, pod: _Pod, member: model.Member | None = None) -> None:
         if pod.partitioned:
             return
         pod.report_seq += 1
-        running = pod.running
-        owned = model.ConnectorsAndTasks(
-            frozenset(r for r in running if r in self.configured.connectors),
-            frozenset(r for r in running if r not in self.configured.connectors),
-        )
-        member = model.Member(pod.name, owned, pod.generation, pod.protocols, pod.incarnation)
+        if member is None:
+            running = pod.running
+            owned = model.ConnectorsAndTasks(
+                frozenset(r for r in running if r in self.configured.connectors),
+                frozenset(r for r in running if r not in self.configured.connectors),
+            )
+            member = model.Member(pod.name, owned, pod.generation, pod.protocols,
+                                  pod.incarnation)
         delay = self.lat.report.draw(self.rng)
         faults = self.config.faults
         if self.clock.now_ms < faults.until_ms:
@@ -418,8 +494,8 @@ class Sim:
 
     def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member) -> None:
         pod = self._pod(name, token)
-        if pod is None or pod.partitioned:
-            return
+        if pod is None:
+            return  # (a report written before a partition still lands)
         if self.seen_seq.get(name, (0, 0)) >= (token, seq):
             return  # an older report arriving late: the Lease already holds a newer one
         self.seen_seq[name] = (token, seq)
@@ -440,7 +516,11 @@ class Sim:
 
     def _fence(self, name: ids.WorkerId, token: int, cut: int) -> None:
         pod = self._cut(name, token, cut)
-        if pod is not None and not pod.fenced:
+        if pod is not None and pod.session is not None:
+            pod.session.tick(self.clock.now_ms)  # the session fences itself
+            pod.fenced = True
+            self._pump(pod)
+        elif pod is not None and not pod.fenced:
             pod.fenced = True
             self._stop_all(pod)
 
@@ -452,6 +532,14 @@ class Sim:
     def _heal(self, name: ids.WorkerId, token: int, cut: int) -> None:
         pod = self._cut(name, token, cut)
         if pod is None:
+            return
+        if pod.session is not None:
+            # The session rejoins by itself once its Lease is renewed.
+            pod.partitioned = False
+            pod.fenced = False
+            pod.session.lease_renewed(self.clock.now_ms)
+            self._pump(pod)
+            self._reread(name, token)
             return
         if pod.fenced:
             # Fenced: the process restarts its membership as a new incarnation.
@@ -520,6 +608,10 @@ class Sim:
     def _write(self, name: ids.WorkerId, doc: model.MemberPlan) -> None:
         incarnation = self.state.incarnations.get(name, "")
         self.written[name] = (incarnation, doc)
+        if self.config.sessions:
+            epochs = self.state.epochs
+            self.doc_meta[(name, doc.generation)] = (self.state.protocol, {
+                r: epochs.get(r, 0) for r in (*doc.assigned.connectors, *doc.assigned.tasks)})
         pod = self.pods.get(name)
         if pod is None or not pod.alive:
             return
