@@ -52,7 +52,9 @@ def seed_002(seeds: int) -> None:
           f"(mean of {seeds} seeds; restart 8-15 s, start 0.2-0.8 s, stop 0.1-0.4 s)")
     for label, latencies in (("default latencies", runner.Latencies()),
                              ("fast restart 1-3 s", runner.Latencies(
-                                 restart=runner.Span(1_000, 3_000)))):
+                                 restart=runner.Span(1_000, 3_000))),
+                             ("sub-second restart 0.2-0.5 s, ready 0.2-0.5 s", runner.Latencies(
+                                 restart=runner.Span(200, 500), ready=runner.Span(200, 500)))):
         print(f"-- {label}")
         full = scenarios.rolling_restart(10)
         half = scenarios.rolling_restart(10, only=5)
