@@ -21,8 +21,14 @@ def spark() -> Iterator[sql.SparkSession]:
         .appName("kooper-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
+        # Tiny inputs: planning and code generation dominate, not data. One
+        # shuffle partition, no adaptive re-planning and interpreted expressions
+        # halve the suite's time.
+        .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()

@@ -128,3 +128,12 @@ METRICS = _struct(
     ("final_imbalance", T.LongType()),
 )
 """``metrics.parquet``: one row per run (definitions in ``docs/events.md``)."""
+
+RUNNING = _struct(
+    ("run", T.StringType()),
+    ("ts_ms", T.LongType()),
+    ("running", T.LongType()),
+    ("min_running", T.LongType()),
+    ("max_running", T.LongType()),
+)
+"""``timeline.parquet``: ``TIMELINE`` in at most 1000 buckets per run (start of bucket)."""

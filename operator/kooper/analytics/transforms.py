@@ -416,3 +416,28 @@ def metrics(
             column = F.coalesce(column, F.lit(0))
         columns.append(column.cast(field.dataType).alias(field.name))
     return joined.select(*columns).orderBy("protocol", "policy", "run")
+
+
+def downsample(steps: sql.DataFrame, bounds: sql.DataFrame, points: int) -> sql.DataFrame:
+    """``schema.RUNNING``: a timeline cut into at most ``points`` buckets per run.
+
+    Each bucket keeps the value after its last change (``running``) and the
+    lowest and highest values it changed to, so dips shorter than a bucket stay
+    visible in the plots.
+    """
+    width = F.greatest(
+        F.lit(1), F.ceil((F.col("run_end_ms") - F.col("run_start_ms") + 1) / F.lit(points))
+    ).cast("long")
+    bucket = F.floor((F.col("ts_ms") - F.col("run_start_ms")) / F.col("width")).cast("long")
+    return (
+        steps.join(F.broadcast(bounds), "run")
+        .withColumn("width", width)
+        .withColumn("bucket_ms", F.col("run_start_ms") + bucket * F.col("width"))
+        .groupBy("run", "bucket_ms")
+        .agg(
+            F.max_by("running", "ts_ms").alias("running"),
+            F.min("running").alias("min_running"),
+            F.max("running").alias("max_running"),
+        )
+        .withColumnRenamed("bucket_ms", "ts_ms")
+    )

@@ -1,0 +1,21 @@
+"""What ``kooper analyze`` reports as one line instead of a traceback."""
+
+from __future__ import annotations
+
+from kooper.core import errors
+
+
+class AnalyticsError(errors.KooperError):
+    """Base of the analytics job's user-facing errors."""
+
+
+class JavaMissingError(AnalyticsError):
+    """Spark runs on a JVM and none was found (no ``java`` on PATH, no ``JAVA_HOME``)."""
+
+
+class NoInputsError(AnalyticsError):
+    """No event log matched the paths given."""
+
+
+class SchemaMismatchError(AnalyticsError):
+    """An input file's rows do not fit the event-log schema (names the file and column)."""

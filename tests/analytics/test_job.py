@@ -1,0 +1,139 @@
+"""The job end to end (files in, report out) and its one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tests.analytics import scenarios
+
+from kooper import cli
+from kooper.analytics import errors, job
+from kooper.core import events
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_jsonl(path, evs) -> None:
+    path.write_text("".join(events.dump_lines(evs)), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def analyzed(spark, tmp_path_factory):
+    """A folder with a JSONL log (three runs) and a Parquet log (one run), analyzed via the CLI."""
+    base = tmp_path_factory.mktemp("job")
+    logs = base / "logs"
+    (logs / "more").mkdir(parents=True)
+    evs = []
+    for run in ("handover", "eager_kill", "coop_kill"):
+        rows, protocol, policy = scenarios.SCENARIOS[run]
+        evs += scenarios.to_events(rows, run=run, protocol=protocol, policy=policy)
+    write_jsonl(logs / "drill.jsonl", evs)
+    rows, protocol, policy = scenarios.SCENARIOS["overlap"]
+    parquet_rows = [e.to_row() for e in scenarios.to_events(rows, run="overlap",
+                                                           protocol=protocol, policy=policy)]
+    table = pa.Table.from_pylist(parquet_rows).drop_columns(["epoch"])  # optional column left out
+    pq.write_table(table.set_column(0, "ts_ms", table["ts_ms"].cast(pa.int32())),
+                   logs / "more" / "part-0.parquet")
+    (logs / "_SUCCESS").write_text("")
+    (logs / "notes.txt").write_text("not a log")
+    out = base / "report"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(["analyze", str(logs), "--out", str(out), "--master", "local[2]"])
+    return code, out, printed.getvalue()
+
+
+def test_job_writes_metrics_overlaps_report_and_plots(analyzed):
+    code, out, printed = analyzed
+    assert code == 1  # the overlap run makes the command fail
+    metrics = {row["run"]: row for row in pq.read_table(out / "metrics.parquet").to_pylist()}
+    assert sorted(metrics) == ["coop_kill", "eager_kill", "handover", "overlap"]
+    picked = {run: (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"],
+                    m["rounds"], m["moves"], m["converge_ms"], m["overlaps"])
+              for run, m in metrics.items()}
+    assert picked == {
+        "handover": (500, 500, 500, 1, 1, 500, 0),  # a plain move between calm members
+        "eager_kill": (300, 100, 200, 2, 1, 100, 0),
+        "coop_kill": (100, 100, 0, 2, 1, 100, 0),
+        "overlap": (0, 0, 0, 1, 1, 0, 1),  # last start (500) before first stop (800)
+    }
+    assert (metrics["eager_kill"]["protocol"], metrics["overlap"]["policy"]) == ("eager", "kip415")
+    assert metrics["handover"]["events"] == 6
+    assert metrics["eager_kill"]["resources"] == 3
+    overlaps = pq.read_table(out / "overlaps.parquet").to_pylist()
+    assert [(o["run"], o["member"], o["other_member"], o["start_ms"], o["end_ms"])
+            for o in overlaps] == [("overlap", "b", "a", 500, 800)]
+    for name in ("resources", "imbalance", "timeline"):
+        assert pq.read_table(out / f"{name}.parquet").num_rows > 0
+    report = (out / "report.md").read_text()
+    assert "| run | protocol | policy |" in report
+    assert "| eager_kill | eager | kooper | 3 | 3 | 0.300 | 0.100 | 0.200 |" in report
+    assert "| compatible | kooper | 2 |" in report  # protocol x policy: two runs
+    assert "**1 overlap(s)**" in report
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["imbalance.png", "pause_distribution.png", "running_coop_kill.png",
+                    "running_eager_kill.png", "running_handover.png", "running_overlap.png"]
+    for png in out.glob("*.png"):
+        assert png.read_bytes().startswith(PNG_MAGIC)
+        assert f"![{png.name}]({png.name})" in report
+    assert "eager_kill [eager/kooper]: pause 300 ms" in printed
+
+
+def test_folder_without_logs_is_one_line_error(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("x")
+    assert cli.main(["analyze", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no event logs" in err
+
+
+def test_missing_path_and_unknown_suffix_are_rejected(tmp_path):
+    with pytest.raises(errors.NoInputsError, match="no such file"):
+        job.find_inputs([str(tmp_path / "absent.jsonl")])
+    (tmp_path / "log.csv").write_text("x")
+    with pytest.raises(errors.NoInputsError, match="not an event log"):
+        job.find_inputs([str(tmp_path / "log.csv")])
+
+
+def test_missing_java_is_reported_before_spark_starts(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(errors.JavaMissingError, match="has no bin/java"):
+        job.check_java()
+    monkeypatch.delenv("JAVA_HOME")
+    with pytest.raises(errors.JavaMissingError, match="no java on PATH"):
+        job.check_java()
+
+
+def test_parquet_with_wrong_column_type_names_file_and_column(tmp_path):
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"ts_ms": ["soon"], "run": ["r"], "event": ["start"]}), path)
+    with pytest.raises(errors.SchemaMismatchError, match=r"bad\.parquet: column 'ts_ms' has type"):
+        job.read_events(None, job.Inputs(parquet=(str(path),)))  # fails on the footer alone
+    pq.write_table(pa.table({"ts_ms": [1], "event": ["start"]}), path)
+    with pytest.raises(errors.SchemaMismatchError, match="column 'run' is missing"):
+        job.read_events(None, job.Inputs(parquet=(str(path),)))
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"ts_ms": "soon", "run": "r", "event": "start"}, "column 'ts_ms' is 'soon', expected an"),
+        ({"ts_ms": 5, "event": "start"}, "column 'run' is missing"),
+        ({"ts_ms": 5, "run": "r", "event": "teleport"}, "column 'event' is teleport"),
+    ],
+)
+def test_json_line_that_does_not_fit_names_file_and_column(spark, tmp_path, row, message):
+    path = tmp_path / "bad.jsonl"
+    good = {"ts_ms": 1, "run": "r", "event": "round"}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(errors.SchemaMismatchError) as caught:
+        job.read_events(spark, job.Inputs(json=(str(path),)))
+    assert "bad.jsonl: " in str(caught.value)
+    assert message in str(caught.value)
