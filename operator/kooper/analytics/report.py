@@ -43,6 +43,7 @@ _COMPARED: tuple[tuple[str, str, bool], ...] = (
 
 
 def _cell(value: object, *, ms: bool) -> str:
+    # Integers print as is, means with one decimal, durations in seconds.
     if value is None:
         return "–"
     if ms and isinstance(value, int | float):
@@ -74,7 +75,7 @@ def _compare(metrics: Rows) -> list[str]:
             if header.startswith("worst"):
                 value: float | None = max(values) if values else None
             elif column == "overlaps":
-                value = sum(values)
+                value = int(sum(values))
             else:
                 value = _mean(values)
             cells.append(_cell(value, ms=ms))
