@@ -137,3 +137,22 @@ def test_json_line_that_does_not_fit_names_file_and_column(spark, tmp_path, row,
         job.read_events(spark, job.Inputs(json=(str(path),)))
     assert "bad.jsonl: " in str(caught.value)
     assert message in str(caught.value)
+
+
+def test_inputs_skip_the_output_folder_and_hidden_files(tmp_path):
+    (tmp_path / "a.jsonl").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.parquet").write_bytes(b"")
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "metrics.parquet").write_bytes(b"")
+    (tmp_path / ".hidden.jsonl").write_text("")
+    found = job.find_inputs([str(tmp_path)], exclude=tmp_path / "report")
+    assert found == job.Inputs(json=(str(tmp_path / "a.jsonl"),),
+                               parquet=(str(tmp_path / "sub" / "b.parquet"),))
+
+
+def test_spark_submit_entry_point_reports_errors_in_one_line(tmp_path, capsys):
+    assert job.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith("job.py: error: no event logs")
+    with pytest.raises(errors.AnalyticsError, match="KEY=VALUE"):
+        job.parse_conf(["novalue"])

@@ -122,7 +122,16 @@ def check_java() -> None:
 
 
 def spark_session(master: str | None, conf: Sequence[tuple[str, str]] = ()) -> sql.SparkSession:
-    """The session: ``master`` if given, else spark-submit's, else ``local[*]``."""
+    """The session: ``master`` if given, else spark-submit's, else ``local[*]``.
+
+    A session that is already running (a notebook, a test suite) is reused with
+    its own settings; only ``conf`` is applied to it.
+    """
+    active = sql.SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in conf:
+            active.conf.set(key, value)
+        return active
     check_java()
     builder = sql.SparkSession.builder.appName("kooper-analyze")
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
@@ -214,10 +223,13 @@ def _problem() -> sql.Column:
     )
 
 
-def read_events(spark: sql.SparkSession, inputs: Inputs) -> sql.DataFrame:
+def read_events(
+    spark: sql.SparkSession, inputs: Inputs, *, cached: list[sql.DataFrame] | None = None
+) -> sql.DataFrame:
     """Every input as one normalized, validated and persisted event DataFrame.
 
     Raises ``SchemaMismatchError`` naming the first offending file and column.
+    The persisted frame is appended to ``cached`` for the caller to unpersist.
     """
     frames = []
     if inputs.json:
@@ -234,6 +246,8 @@ def read_events(spark: sql.SparkSession, inputs: Inputs) -> sql.DataFrame:
         frames.append(raw.withColumn(CORRUPT, F.lit(None).cast("string")))
     both = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     checked = both.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
+    if cached is not None:
+        cached.append(checked)
     problem = _problem().alias("problem")
     bad = checked.select(CORRUPT, problem).where(F.col("problem").isNotNull()).limit(1).collect()
     if bad:
@@ -264,18 +278,23 @@ class Tables:
     overlaps: sql.DataFrame
     imbalance: sql.DataFrame
     timeline: sql.DataFrame
+    cached: tuple[sql.DataFrame, ...]
+    """Persisted intermediates: unpersist them when the outputs are written."""
 
 
 def analyze(events: sql.DataFrame) -> Tables:
     """Run the transforms, caching the intermediate frames that several steps reuse."""
-    keep = storagelevel.StorageLevel.MEMORY_AND_DISK
-    bounds = transforms.run_bounds(events).persist(keep)
-    spans = transforms.intervals(events, bounds).persist(keep)
-    segs = transforms.segments(spans, bounds).persist(keep)
+
+    def keep(df: sql.DataFrame) -> sql.DataFrame:
+        return df.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
+
+    bounds = keep(transforms.run_bounds(events))
+    spans = keep(transforms.intervals(events, bounds))
+    segs = keep(transforms.segments(spans, bounds))
     calm = transforms.undisturbed(spans, transforms.disturbed_members(events))
-    resources = transforms.resource_stats(segs, transforms.moves(events), calm).persist(keep)
-    overlapping = transforms.overlaps(spans).persist(keep)
-    balance = transforms.imbalance(events, spans, bounds).persist(keep)
+    resources = keep(transforms.resource_stats(segs, transforms.moves(events), calm))
+    overlapping = keep(transforms.overlaps(spans))
+    balance = keep(transforms.imbalance(events, spans, bounds))
     converged = transforms.convergence(events)
     timeline = transforms.downsample(transforms.timeline(segs, bounds), bounds, TIMELINE_POINTS)
     return Tables(
@@ -284,6 +303,7 @@ def analyze(events: sql.DataFrame) -> Tables:
         overlaps=overlapping,
         imbalance=balance,
         timeline=timeline,
+        cached=(bounds, spans, segs, resources, overlapping, balance),
     )
 
 
@@ -309,7 +329,8 @@ def run(
     inputs = find_inputs(paths, exclude=target)
     spark = spark_session(master, conf)
     target.mkdir(parents=True, exist_ok=True)
-    events = read_events(spark, inputs)
+    cached: list[sql.DataFrame] = []
+    events = read_events(spark, inputs, cached=cached)
     tables = analyze(events)
     metrics = tables.metrics.toArrow()
     overlaps = tables.overlaps.orderBy("run", "start_ms", "resource").toArrow()
@@ -347,7 +368,8 @@ def run(
     report_path = target / "report.md"
     report_path.write_text(markdown, encoding="utf-8")
     written.append(report_path)
-    events.unpersist()
+    for frame in [*cached, *tables.cached]:
+        frame.unpersist()
     return Result(out=target, files=tuple(written), metrics=metric_rows)
 
 
