@@ -43,9 +43,13 @@ def running_over_time(metric: Mapping[str, Any], steps: Rows) -> mfigure.Figure:
         xs_end = [*xs, (end - start) / 1000]
         ys = [int(row["running"]) for row in steps]
         ax.step(xs_end, [*ys, ys[-1]], where="post", color="tab:blue", label="running")
-        ax.fill_between(
-            xs, [int(r["min_running"]) for r in steps], [int(r["max_running"]) for r in steps],
-            step="post", color="tab:blue", alpha=0.25, linewidth=0, label="range in bucket",
+        # Buckets only exist where something changed: their range is a bar at
+        # the bucket (like the benchmark's error bars), not a band to the next one.
+        ranged = [r for r in steps if r["min_running"] != r["max_running"]]
+        ax.vlines(
+            [(int(r["ts_ms"]) - start) / 1000 for r in ranged],
+            [int(r["min_running"]) for r in ranged], [int(r["max_running"]) for r in ranged],
+            color="tab:blue", alpha=0.35, linewidth=2,
         )
     ax.set_xlabel("time since first event (s)")
     ax.set_ylabel("resources running")
