@@ -12,7 +12,7 @@ import pathlib
 import time
 
 from kooper.core import errors
-from kooper.demo import drill, plot
+from kooper.demo import cluster, drill, plot
 
 HELP = "run the embedded-cluster drill: compatible/kooper vs kip415 vs eager"
 
@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scheduledRebalanceMaxDelay in seconds (default 20; 10 with --short)")
     parser.add_argument("--restart", type=float, default=None,
                         help="seconds between a pod's deletion and its restart (default 2.5)")
+    parser.add_argument("--keep", action="store_true",
+                        help="after the last run converged, keep its cluster up for "
+                             "`kooper status demo` until Ctrl-C")
     parser.add_argument("--runs", default="compatible-kooper,compatible-kip415,eager-kooper",
                         help="comma-separated <protocol>-<policy> runs, in order")
 
@@ -62,9 +65,11 @@ def run(args: argparse.Namespace) -> int:
           f"{settings.start_ms}ms to start and {settings.stop_ms}ms to stop")
     started = time.monotonic()
     results = []
-    for name in wanted:
+    for number, name in enumerate(wanted, start=1):
         protocol, policy = name.split("-")
-        results.append(drill.run_one(settings, protocol=protocol, policy=policy, out=out))
+        hold = _hold if args.keep and number == len(wanted) else None
+        results.append(drill.run_one(settings, protocol=protocol, policy=policy, out=out,
+                                     converged=hold))
     print()
     print(drill.format_table([(r.name, r.scores) for r in results]))
     for r in results:
@@ -77,3 +82,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"total {time.monotonic() - started:.0f}s")
     return 0
 
+
+def _hold(embedded: cluster.EmbeddedCluster) -> None:
+    """Keep the converged cluster up until Ctrl-C, for ``kooper status``."""
+    print(f"\ncluster kept up; in another shell:\n"
+          f"  KOOPER_KUBE_API={embedded.url} kooper status {drill.GROUP}\n"
+          f"Ctrl-C to finish the demo")
+    try:
+        while True:
+            embedded.check_operator()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print("finishing")

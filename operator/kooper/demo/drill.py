@@ -101,8 +101,13 @@ def _wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *
 
 
 def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path,
-            progress: Callable[[str], None] = print) -> RunResult:
-    """One rolling-restart run on a fresh embedded cluster; writes ``out/<name>.events.jsonl``."""
+            progress: Callable[[str], None] = print,
+            converged: Callable[[cluster.EmbeddedCluster], None] | None = None) -> RunResult:
+    """One rolling-restart run on a fresh embedded cluster; writes ``out/<name>.events.jsonl``.
+
+    ``converged`` is called with the still-running cluster once the drill
+    converged (``kooper demo --keep`` waits there for the user's ``kooper status``).
+    """
     name = f"{protocol}-{policy}"
     workdir = out / name
     workdir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +137,8 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
                             settle_s=settings.settle_s,
                             timeout_s=settings.max_delay_s + settings.lease_s * 3 + 30)
             end_ms = now_ms()
+            if converged is not None:
+                converged(embedded)
         finally:
             runner.shutdown()
     rows = recorder.collect(worker_files=runner.events_files(), audit_file=embedded.audit_log,
