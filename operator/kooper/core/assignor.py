@@ -41,7 +41,6 @@ after the last one leaves.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
@@ -361,7 +360,7 @@ class _Round:
             self._rule_returning_identity(lost, nxt_c, nxt)
             self._rule_permanent_departure(lost)
 
-        delay, _released, candidate_grants = delays.resolve(
+        delay, candidate_grants = delays.resolve(
             lost=lost,
             previous=previous.delay,
             departed_now=bool(self.departed),
@@ -543,10 +542,3 @@ class _Draft:
         """The final set; the original object when the member was not edited."""
         edited = self.edited.get(member)
         return self.base[member] if edited is None else frozenset(edited)
-
-
-def replace_settings(snapshot: model.Snapshot, **changes: object) -> model.Snapshot:
-    """A copy of ``snapshot`` with some settings changed (a convenience for callers)."""
-    return dataclasses.replace(
-        snapshot, settings=dataclasses.replace(snapshot.settings, **changes)  # type: ignore[arg-type]
-    )

@@ -32,31 +32,31 @@ def resolve(
     policy: model.Policy,
     live: Sequence[ids.WorkerId],
     empty_members: Sequence[ids.WorkerId],
-) -> tuple[model.Delay | None, bool, Grants]:
+) -> tuple[model.Delay | None, Grants]:
     """Decide the delay for this round.
 
-    Returns ``(delay, released, grants)``: the delay still pending (``None`` when
-    the lost work is to be placed this round), whether lost work is released to
-    the balancer, and the lost work handed straight to candidates.
+    Returns ``(delay, grants)``: the delay still pending (``None`` when the lost
+    work is placed this round: handed to candidates in ``grants``, or else
+    balanced like new work), and the lost work handed straight to candidates.
     """
     if not lost:
-        return None, False, {}
+        return None, {}
     if max_delay_ms <= 0:
-        return None, True, {}
+        return None, {}
     if previous is None:
         if not departed_now:
-            return None, True, {}
-        return model.Delay(now_ms + max_delay_ms, tuple(empty_members)), False, {}
+            return None, {}
+        return model.Delay(now_ms + max_delay_ms, tuple(empty_members)), {}
     if now_ms >= previous.deadline_ms:
         if policy is model.Policy.KIP415:
             present = set(live)
             candidates = [member for member in previous.candidates if member in present]
             if candidates:
-                return None, False, round_robin(lost, candidates)
-        return None, True, {}
+                return None, round_robin(lost, candidates)
+        return None, {}
     known = set(previous.candidates)
     joined = tuple(member for member in empty_members if member not in known)
-    return model.Delay(previous.deadline_ms, previous.candidates + joined), False, {}
+    return model.Delay(previous.deadline_ms, previous.candidates + joined), {}
 
 
 def round_robin(
