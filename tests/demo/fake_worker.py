@@ -30,12 +30,13 @@ def main() -> None:
     request = urllib.request.Request(
         f"{api}/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
         data=json.dumps(lease).encode(), headers={"Content-Type": "application/json"})
+    stopping = []
+    # Before the Lease exists: the runner may SIGTERM us as soon as it sees the Lease.
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     with open(events_file, "a") as out:
         urllib.request.urlopen(request).read()
         out.write(row("start") + "\n")
         out.flush()
-        stopping = []
-        signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
         while not stopping:
             time.sleep(0.02)
         out.write(row("stop") + "\n")
