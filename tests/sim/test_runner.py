@@ -103,10 +103,6 @@ def test_a_modelled_member_fenced_and_back_before_it_is_declared_departed_runs_i
     assert chaos.check(drill(cut, P.COMPATIBLE, Q.KOOPER, delay_ms=0)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: a Session that self-fenced and got its Lease back reports owning nothing "
-    "at its old generation, so the assignor keeps its assignment and writes no newer "
-    "document, and the session waits for one: the work stays stopped"))
 def test_an_sdk_session_fenced_and_back_before_it_is_declared_departed_runs_its_work():
     cut = scenarios.Scenario("cut", (scenarios.Step(scenarios.Action.PARTITION, pod=1,
                                                      down_ms=17_000),))

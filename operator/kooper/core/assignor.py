@@ -89,6 +89,18 @@ def plan(
     return round_.cooperative()
 
 
+def _fenced_since_assigned(member: model.Member, previous: model.PlanState) -> bool:
+    """A member that self-fenced after applying its current assignment lost all of it.
+
+    It stopped everything when it could not renew its Lease and will start nothing
+    until it receives a newer assignment, so it is treated like a member that left
+    and came back: what it held is lost (and, under ``kooper``, returned to it at once
+    with a new generation). Once a newer assignment is out (``assigned_at`` above the
+    generation it reports), the fence is already handled.
+    """
+    return member.fenced and member.generation >= previous.assigned_at.get(member.id, 0)
+
+
 class _Round:
     """The working sets of one ``plan`` call (never escapes ``plan``)."""
 
@@ -106,7 +118,7 @@ class _Round:
         self.policy = snapshot.settings.policy
         members = snapshot.members
         self.order = sorted(members)
-        # Departed: gone, or back under the same name as a new process.
+        # Departed: gone, back under the same name as a new process, or fenced.
         self.departed = {
             member
             for member in previous.assignments
@@ -115,6 +127,7 @@ class _Round:
                 previous.incarnations.get(member, "")
                 and members[member].incarnation != previous.incarnations[member]
             )
+            or _fenced_since_assigned(members[member], previous)
         }
         self.current: Holdings = {}
         self.held: Holdings = {}

@@ -116,6 +116,10 @@ class Member:
     generation: int = -1
     protocols: frozenset[Protocol] = frozenset({Protocol.EAGER, Protocol.COMPATIBLE})
     incarnation: str = ""
+    fenced: bool = False
+    """The member stopped everything itself because it could not renew its Lease,
+    and has applied no assignment since: it runs nothing it was given and starts
+    again only on a newer assignment."""
 
     @property
     def cooperative(self) -> bool:

@@ -99,6 +99,7 @@ def collect_members(
             generation=report.generation,
             protocols=report.protocols or frozenset({model.Protocol.EAGER}),
             incarnation=report.incarnation,
+            fenced=report.fenced,
         )
         reports[member] = report
     return Members(members, matching, tuple(issues), next_expiry, reports)

@@ -441,7 +441,7 @@ class Sim:
                     report = action.report
                     self._send_report(pod, model.Member(
                         pod.name, report.owned, report.generation, report.protocols,
-                        report.incarnation))
+                        report.incarnation, fenced=report.fenced))
                 session.done(action)
 
     def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:

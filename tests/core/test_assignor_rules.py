@@ -1,0 +1,92 @@
+"""Rules of ``plan`` that the KIP-415 tables do not exercise, one test per rule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kooper.core import assignor, ids, model
+
+W = ids.WorkerId
+TWO = {"A": 2, "B": 2}
+
+
+def members(*names: str, **overrides: model.Member) -> dict[ids.WorkerId, model.Member]:
+    made = {W(n): model.Member(W(n), incarnation=f"{n}-1") for n in names}
+    made.update({W(k): v for k, v in overrides.items()})
+    return made
+
+
+def settle(snapshot: model.Snapshot, *, now_ms: int = 0) -> model.PlanState:
+    """Run rounds, members acknowledging each, until the group converges."""
+    state = model.PlanState()
+    for _ in range(10):
+        result = assignor.plan(snapshot, state, now_ms=now_ms)
+        state = result.state
+        acked = {
+            member: dataclasses.replace(
+                snapshot.members[member], owned=p.assigned, generation=p.generation
+            )
+            for member, p in result.members.items()
+        }
+        snapshot = model.Snapshot(snapshot.connectors, acked, snapshot.settings)
+        if not result.revoking and not result.unassigned:
+            return state
+    raise AssertionError("did not converge")
+
+
+def settled_group(policy: model.Policy, delay_ms: int = 60_000):
+    settings = model.Settings(policy=policy, max_delay_ms=delay_ms)
+    snapshot = model.Snapshot(TWO, members("w1", "w2"), settings)
+    state = settle(snapshot)
+    return settings, state
+
+
+def reports(state: model.PlanState, **fenced: bool) -> dict[ids.WorkerId, model.Member]:
+    """Every member reports its assignment at its generation; fenced ones own nothing."""
+    return {
+        member: model.Member(
+            member,
+            owned=model.EMPTY if fenced.get(member) else assigned,
+            generation=state.assigned_at[member],
+            incarnation=state.incarnations[member],
+            fenced=bool(fenced.get(member)),
+        )
+        for member, assigned in state.assignments.items()
+    }
+
+
+def test_a_member_fenced_at_its_current_generation_gets_a_newer_document_with_its_work():
+    settings, state = settled_group(model.Policy.KOOPER)
+    own = state.assignments[W("w2")]
+    result = assignor.plan(
+        model.Snapshot(TWO, reports(state, w2=True), settings), state, now_ms=1_000
+    )
+    assert W("w2") in result.changed
+    assert result.members[W("w2")].generation > state.assigned_at[W("w2")]
+    assert result.members[W("w2")].assigned == own  # returning identity: at once
+    assert W("w1") not in result.changed
+    assert result.delay_ms == 0
+
+
+def test_under_kip415_a_fenced_members_work_is_lost_and_waits_for_the_delay():
+    settings, state = settled_group(model.Policy.KIP415)
+    own = state.assignments[W("w2")]
+    result = assignor.plan(
+        model.Snapshot(TWO, reports(state, w2=True), settings), state, now_ms=1_000
+    )
+    assert result.delay_ms == 60_000
+    assert result.members[W("w2")].assigned == model.EMPTY
+    assert result.unassigned == own
+    assert W("w2") in result.changed  # it is told where it stands, at a newer generation
+
+
+def test_a_fence_already_answered_by_a_newer_document_is_not_answered_again():
+    settings, state = settled_group(model.Policy.KOOPER)
+    first = assignor.plan(
+        model.Snapshot(TWO, reports(state, w2=True), settings), state, now_ms=1_000
+    )
+    # w2 has not applied the newer document yet: it still reports fenced at the old one.
+    old = reports(state, w2=True)
+    again = assignor.plan(model.Snapshot(TWO, old, settings), first.state, now_ms=2_000)
+    assert again.changed == frozenset()
+    assert again.members[W("w2")].assigned == first.members[W("w2")].assigned
