@@ -90,3 +90,42 @@ def test_a_fence_already_answered_by_a_newer_document_is_not_answered_again():
     again = assignor.plan(model.Snapshot(TWO, old, settings), first.state, now_ms=2_000)
     assert again.changed == frozenset()
     assert again.members[W("w2")].assigned == first.members[W("w2")].assigned
+
+
+def test_a_restart_gives_the_restarted_resources_new_epochs_on_their_own_members():
+    settings, state = settled_group(model.Policy.KOOPER)
+    holder = next(m for m, a in state.assignments.items() if "A-0" in a)
+    restarts = frozenset({"A", "A-0", "A-1"})
+    result = assignor.plan(
+        model.Snapshot(TWO, reports(state), settings, restarts=restarts), state, now_ms=1_000
+    )
+    assert {m: p.assigned for m, p in result.members.items()} == state.assignments
+    assert all(not p.revoked for p in result.members.values())
+    for resource in restarts:
+        assert result.state.epochs[resource] == state.epochs[resource] + 1
+    for resource in ("B", "B-0", "B-1"):
+        assert result.state.epochs[resource] == state.epochs[resource]
+    assert holder in result.changed
+    holders_of_a = {m for m, a in state.assignments.items() if a.intersection(
+        model.ConnectorsAndTasks.of(["A"], ["A-0", "A-1"]))}
+    assert result.changed == frozenset(holders_of_a)
+    assert result.state.generation == state.generation + 1
+
+
+def test_without_restarts_a_settled_round_changes_nothing():
+    settings, state = settled_group(model.Policy.KOOPER)
+    result = assignor.plan(model.Snapshot(TWO, reports(state), settings), state, now_ms=1_000)
+    assert result.changed == frozenset()
+    assert result.state.epochs == state.epochs
+    assert result.state.generation == state.generation
+
+
+def test_a_delay_starting_rewrites_only_the_members_whose_work_changed():
+    settings = model.Settings(policy=model.Policy.KIP415, max_delay_ms=60_000)
+    snapshot = model.Snapshot(TWO, members("w1", "w2", "w3"), settings)
+    state = settle(snapshot)
+    left = {m: r for m, r in reports(state).items() if m != W("w3")}
+    result = assignor.plan(model.Snapshot(TWO, left, settings), state, now_ms=1_000)
+    assert result.delay_ms == 60_000
+    assert result.changed == frozenset()  # w3's work waits; w1 and w2 keep theirs
+    assert result.next_round_at_ms == 61_000

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from kooper.core import model
 from kooper.sim import chaos, metrics, runner, scenarios
 

@@ -199,17 +199,16 @@ class _Round:
                 and previous.assignments[member] == assigned
                 and previous.revoking.get(member, model.EMPTY) == gone
                 and previous.protocol is protocol
-                and (previous.delay is None) == (delay is None)
-                and (delay is None or previous.delay is None
-                     or previous.delay.deadline_ms == delay.deadline_ms)
             )
             if not unchanged:
                 changed.add(member)
+        restarted = self._restarted(nxt, newly)
+        changed.update(restarted)
         generation = previous.generation + 1 if changed else previous.generation
         epochs: Mapping[str, int] = previous.epochs
-        if newly:
+        if newly or restarted:
             bumped = dict(previous.epochs)
-            for resources in newly.values():
+            for resources in (*newly.values(), *restarted.values()):
                 for resource in (*resources.connectors, *resources.tasks):
                     bumped[resource] = bumped.get(resource, 0) + 1
             epochs = bumped
@@ -268,6 +267,25 @@ class _Round:
             newly_lost=newly_lost.intersection(self.configured),
             unassigned=unassigned,
         )
+
+    def _restarted(self, nxt: Holdings, newly: Holdings) -> Holdings:
+        """Per member, the resources it keeps that must restart in place (new epoch).
+
+        A resource newly handed out this round gets a new epoch anyway, so it is
+        not counted twice.
+        """
+        restarts = self.snapshot.restarts
+        if not restarts:
+            return {}
+        result: Holdings = {}
+        for member in self.order:
+            kept = nxt[member].difference(newly.get(member, model.EMPTY))
+            again = model.ConnectorsAndTasks(
+                kept.connectors & restarts, kept.tasks & restarts
+            )
+            if again:
+                result[member] = again
+        return result
 
     # -- eager ----------------------------------------------------------------------
 

@@ -145,12 +145,18 @@ class Snapshot:
     connector is present with 0 tasks). ``members`` holds the live members only.
     ``departed_permanently`` names absent members known not to come back (a
     StatefulSet scale-down): the ``kooper`` policy reassigns their work at once.
+    ``restarts`` names resources to restart in place with a new epoch.
     """
 
     connectors: Mapping[str, int]
     members: Mapping[ids.WorkerId, Member]
     settings: Settings = Settings()
     departed_permanently: frozenset[ids.WorkerId] = frozenset()
+    restarts: frozenset[str] = frozenset()
+    """Resources to restart in place (``kooper.dev/restart``): each one assigned after
+    this round gets a new epoch, and its member a new document; the worker stops it
+    and starts it again with the new epoch. Unassigned ones get a new epoch anyway
+    when they are next handed out."""
 
     def configured(self) -> ConnectorsAndTasks:
         """Every resource the connectors want: instances and tasks."""
@@ -223,7 +229,10 @@ class Plan:
     """The result of one round.
 
     ``members`` has an entry for every live member. ``changed`` names those whose
-    assignment document differs from last round (the ConfigMaps to write).
+    assignment (assigned, revoked, protocol, epochs) differs from last round: the
+    ConfigMaps to write. A delay starting or ending changes no member's work, so it
+    rewrites nobody: documents written for other reasons carry the remaining delay,
+    and the WorkerGroup status carries the deadline for everyone.
     ``next_round_at_ms`` is when the leader must plan again even if nothing
     happens (the delay's deadline), or ``None``.
     """

@@ -64,6 +64,7 @@ class RawAssignment(TypedDict, total=False):
     epochs: RawEpochs
     configs: dict[str, dict[str, str]]
     states: dict[str, str]
+    incarnation: str
 
 
 class RawReport(TypedDict, total=False):
@@ -197,6 +198,8 @@ def encode_assignment(assignment: messages.Assignment) -> str:
     }
     if assignment.policy:
         document["policy"] = assignment.policy
+    if assignment.incarnation:
+        document["incarnation"] = assignment.incarnation
     text = _dump(document)
     if len(text) > messages.MAX_ASSIGNMENT_BYTES:
         raise errors.LocalProtocolError(
@@ -382,6 +385,7 @@ def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
         configs=configs,
         states=_str_map(document.get("states", {}), f"{where}.states"),
         policy=_str(document.get("policy", ""), f"{where}.policy"),
+        incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
     )
 
 

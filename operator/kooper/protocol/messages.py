@@ -54,6 +54,10 @@ class Assignment:
     """Per connector, its desired state when not ``running`` (``paused``)."""
     policy: str = ""
     """The group's assignment policy (``kooper`` | ``kip415``), for the workers' event log."""
+    incarnation: str = ""
+    """The member incarnation this document was planned for ("" = any). A restarted
+    process must not apply a document meant for its previous life: the resources in
+    it may be about to go elsewhere. It waits for one planned for itself."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
