@@ -55,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     try:
         code: int = _load(args.command).run(args)
-    except (errors.KooperError, OSError) as exc:
+    except errors.KooperError as exc:
         print(f"kooper {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"kooper {args.command}: error: {_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"kooper {args.command}: interrupted", file=sys.stderr)
@@ -66,3 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _os_error(exc: OSError) -> str:
+    """``/x: No such file or directory`` rather than ``[Errno 2] No such file ...: '/x'``."""
+    if exc.strerror and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc.strerror or exc)
