@@ -1,6 +1,5 @@
 import pathlib
 import sys
-import time
 
 import pytest
 
@@ -24,9 +23,30 @@ def runner(api, tmp_path):
     made.shutdown()
 
 
+@pytest.fixture
+def changes(api):
+    """Every change to Pods and Leases from now on: (type, kind, name, terminating)."""
+    seen = []
+
+    def listen(_rv, spec, kind, obj, _old):
+        if spec.plural in ("pods", "leases"):
+            meta = obj["metadata"]
+            seen.append((kind, spec.plural, meta["name"], bool(meta.get("deletionTimestamp"))))
+
+    api.store.subscribe(listen)
+    yield seen
+    api.store.unsubscribe(listen)
+
+
 def wait_joined(runner):
     for pod in runner.pods.values():
         cluster.wait_for(lambda pod=pod: runner.has_joined(pod), timeout_s=10, what=pod.name)
+
+
+def rows_of(runner, member):
+    rows = recorder.collect(worker_files=runner.events_files(), audit_file=None, run="r",
+                            group="demo", protocol="compatible", policy="kooper")
+    return [r for r in rows if r.member == member]
 
 
 def test_pods_get_statefulset_names_labels_and_owner(api, runner):
@@ -44,16 +64,59 @@ def test_pods_get_statefulset_names_labels_and_owner(api, runner):
     assert len(api.list("leases", namespace="default")) == 3
 
 
-def test_stopping_a_pod_removes_its_lease_and_terminates_its_worker(api, runner):
+def test_stopping_a_pod_marks_it_terminating_sigterms_the_worker_then_removes_the_pod(
+        api, runner, changes):
     runner.start_all()
     wait_joined(runner)
-    process = runner.pods["workers-2"].process
-    runner.stop_pod(2)
-    assert process.returncode == 0  # it handled SIGTERM itself
+    changes.clear()
+    stopped = runner.stop_pod(2)
+    assert stopped == pods.Stopped(name="workers-2", returncode=0, graceful=True)
+    # The kubelet's order: the Pod is terminating, the worker stops its work and
+    # releases its own Lease, and only then does the Pod object go.
+    assert changes == [
+        ("MODIFIED", "pods", "workers-2", True),
+        ("DELETED", "leases", "kooper-workers-2", False),
+        ("DELETED", "pods", "workers-2", True),
+    ]
+    (stop,) = [r for r in rows_of(runner, "workers-2") if r.event == "stop"]
+    assert stop.epoch == 1  # the fake worker saw its Pod terminating when SIGTERM came
     assert api.get("pods", "workers-2", namespace="default") is None
-    cluster.wait_for(lambda: api.get("leases", "kooper-workers-2", namespace="default") is None,
-                     timeout_s=5, what="the Lease's garbage collection")
     assert api.get("leases", "kooper-workers-1", namespace="default") is not None
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_period_and_its_lease_collected(
+        api, tmp_path, changes):
+    stuck = pods.PodRunner(api, workdir=tmp_path, replicas=1, command=FAKE, worker_args=(),
+                           worker_env={"FAKE_IGNORE_SIGTERM": "1"}, grace_s=0.3)
+    try:
+        stuck.start_all()
+        wait_joined(stuck)
+        changes.clear()
+        stopped = stuck.stop_pod(0)
+    finally:
+        stuck.shutdown()
+    assert stopped == pods.Stopped(name="workers-0", returncode=-9, graceful=False)
+    # Terminating for the whole grace period; then the Pod goes and its Lease with it.
+    assert changes == [
+        ("MODIFIED", "pods", "workers-0", True),
+        ("DELETED", "pods", "workers-0", True),
+        ("DELETED", "leases", "kooper-workers-0", False),
+    ]
+
+
+def test_killing_a_pod_sigkills_the_worker_and_removes_pod_and_lease_at_once(
+        api, runner, changes):
+    runner.start_all()
+    wait_joined(runner)
+    changes.clear()
+    stopped = runner.kill_pod(1)
+    assert stopped == pods.Stopped(name="workers-1", returncode=-9, graceful=False)
+    assert [c for c in changes if c[0] == "DELETED"] == [
+        ("DELETED", "pods", "workers-1", False),
+        ("DELETED", "leases", "kooper-workers-1", False),
+    ]
+    assert [r.event for r in rows_of(runner, "workers-1")] == ["start"]  # no chance to stop
+    assert sorted(runner.pods) == ["workers-0", "workers-2"]
 
 
 def test_rolling_restart_goes_from_the_highest_ordinal_and_waits_for_each_rejoin(
@@ -83,8 +146,8 @@ def test_a_worker_that_dies_fails_the_rolling_restart(api, tmp_path):
     broken = pods.PodRunner(api, workdir=tmp_path, replicas=1,
                             command=(sys.executable, "-c", "raise SystemExit(3)"), worker_args=())
     broken.create_statefulset()
-    broken.start_pod(0)
-    time.sleep(0.2)
+    pod = broken.start_pod(0)
+    pod.process.wait(10)  # dead before the restart begins: no race with the check
     with pytest.raises(pods.DemoError, match="exited with 3"):
         broken.rolling_restart(restart_s=0, joined=broken.has_joined)
     broken.shutdown()

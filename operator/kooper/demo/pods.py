@@ -2,10 +2,19 @@
 
 The emulator stores objects but runs no kubelet, so this module plays the
 StatefulSet controller and the kubelet at once: it creates ``<set>-<ordinal>``
-Pods owned by a StatefulSet object, starts ``kooper worker --demo`` for each as
-a separate OS process (the real SDK, talking HTTP to the emulator), and on a
-restart deletes the Pod object first (so the emulator's garbage collector
-removes the worker's Lease, as Kubernetes would), then SIGTERMs the process.
+Pods owned by a StatefulSet object and starts ``kooper worker --demo`` for each
+as a separate OS process (the real SDK, talking HTTP to the emulator).
+
+Stopping a pod follows a kubelet's order (``stop_pod``): the Pod gets its
+``deletionTimestamp`` first, then the container gets SIGTERM, and the Pod object
+disappears only after the container exited (or was SIGKILLed when the grace
+period ran out); its Lease, if the worker did not release it itself, goes with
+it through the emulator's garbage collector. The emulator has no grace periods
+(a DELETE removes an object at once unless a finalizer holds it), so every pod
+carries the runner's finalizer ``KUBELET_FINALIZER``: a DELETE then only marks
+the Pod terminating, and removing the finalizer is the kubelet's final delete.
+``kill_pod`` is the hard path (a crash, or ``kubectl delete --force
+--grace-period=0``): SIGKILL, then the object goes at once.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from kooper.testing import cluster as emulated
 
 WORKER_LABEL = "app.kubernetes.io/name"
 """The label key the demo WorkerGroup selects its pods by."""
+
+KUBELET_FINALIZER = "kooper.dev/emulated-kubelet"
+"""Holds a deleted Pod object (terminating) until its worker process exited."""
 
 
 class DemoError(errors.KooperError):
@@ -48,6 +60,15 @@ class Pod:
     events_file: pathlib.Path
     log: IO[bytes]
     started_at: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stopped:
+    """How a pod's worker ended: its exit code, and whether it exited within the grace period."""
+
+    name: str
+    returncode: int
+    graceful: bool
 
 
 def package_root() -> str:
@@ -134,6 +155,7 @@ class PodRunner:
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
                                      "name": self.set_name, "uid": self._set_uid,
                                      "controller": True, "blockOwnerDeletion": True}],
+                "finalizers": [KUBELET_FINALIZER],
             },
             "spec": {"containers": [{"name": "worker", "image": "kooper-worker"}]},
             "status": {"phase": "Running"},
@@ -153,14 +175,59 @@ class PodRunner:
         self.pods[name] = pod
         return pod
 
-    def stop_pod(self, ordinal: int) -> None:
-        """Delete the Pod object (its Lease goes with it), then SIGTERM and reap the worker."""
+    def stop_pod(self, ordinal: int) -> Stopped | None:
+        """Delete the pod as a kubelet does: mark it, SIGTERM, wait for exit, then remove it.
+
+        1. DELETE the Pod: it stays, terminating (``deletionTimestamp`` set);
+        2. SIGTERM the worker and wait up to ``grace_s`` for it to exit (it stops
+           its work, reports owning nothing and deletes its own Lease), SIGKILL
+           after that;
+        3. only then drop the runner's finalizer: the Pod object goes, and the
+           garbage collector takes its Lease if the worker left one behind.
+
+        Returns how the worker ended (None if the runner had no process for it).
+        """
         name = self.pod_name(ordinal)
         self.cluster.delete("pods", name, namespace=self.namespace)
         pod = self.pods.pop(name, None)
+        stopped = None
         if pod is not None:
-            _terminate(pod.process, self.grace_s)
+            graceful = _terminate(pod.process, self.grace_s)
             pod.log.close()
+            stopped = Stopped(name=name, returncode=int(pod.process.returncode), graceful=graceful)
+        self._release(name)
+        return stopped
+
+    def kill_pod(self, ordinal: int) -> Stopped | None:
+        """The hard path (a crash, or a forced delete): SIGKILL the worker, remove the Pod now.
+
+        The worker gets no chance to stop anything or release its Lease; the Lease
+        goes with the Pod object (garbage collection), as in Kubernetes. The
+        process is reaped before the object goes, so it cannot recreate its Lease.
+        """
+        name = self.pod_name(ordinal)
+        pod = self.pods.pop(name, None)
+        stopped = None
+        if pod is not None:
+            if pod.process.poll() is None:
+                pod.process.kill()
+            pod.process.wait()
+            pod.log.close()
+            stopped = Stopped(name=name, returncode=int(pod.process.returncode), graceful=False)
+        self._release(name)
+        self.cluster.delete("pods", name, namespace=self.namespace)
+        return stopped
+
+    def _release(self, name: str) -> None:
+        """The kubelet's final delete: drop our finalizer, so a terminating Pod goes."""
+        body = self.cluster.get("pods", name, namespace=self.namespace)
+        if body is None:
+            return
+        finalizers = list(body["metadata"].get("finalizers") or [])
+        if KUBELET_FINALIZER in finalizers:
+            finalizers.remove(KUBELET_FINALIZER)
+            self.cluster.patch("pods", name, {"metadata": {"finalizers": finalizers}},
+                               namespace=self.namespace)
 
     def restart_pod(self, ordinal: int, *, restart_s: float) -> Pod:
         """Stop a pod, wait ``restart_s`` (image pull, scheduling...), start it again."""
@@ -202,8 +269,8 @@ class PodRunner:
     def has_joined(self, pod: Pod) -> bool:
         """Whether the pod's worker is alive and reported in its Lease (its JoinGroup).
 
-        The Lease must belong to this incarnation of the pod (its owner's uid):
-        the previous incarnation's Lease may not be garbage-collected yet.
+        The Lease must belong to this incarnation of the pod (its owner's uid): a
+        Lease left by an earlier incarnation of the name must never count.
         """
         if pod.process.poll() is not None:
             return False
@@ -236,12 +303,15 @@ class PodRunner:
         self.pods.clear()
 
 
-def _terminate(process: subprocess.Popen[bytes], grace_s: float) -> None:
+def _terminate(process: subprocess.Popen[bytes], grace_s: float) -> bool:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL; whether it exited within the grace."""
     if process.poll() is not None:
-        return
+        return True
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(grace_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+        return False
+    return True
