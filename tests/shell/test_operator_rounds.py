@@ -163,3 +163,26 @@ def test_a_burst_of_joins_is_planned_as_one_round(emulated, fleet):
         assert runner.rounds_planned - before <= 4
     finally:
         op.stop()
+
+
+def test_documents_name_the_incarnation_they_were_planned_for(emulated, fleet, operator):
+    from kooper.protocol import codec, messages
+
+    def document(name):
+        cm = emulated.get("configmaps", f"kooper-{name}", namespace="default") or {}
+        text = (cm.get("data") or {}).get(messages.CONFIGMAP_KEY)
+        return codec.decode_assignment(text) if text else None
+
+    make_group(emulated, delay="30s")
+    make_connector(emulated, "A", 4)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    for name, member in fleet.members.items():
+        assert document(name).incarnation == member.incarnation
+    old = fleet.members["w-1"].incarnation
+    new = fleet.restart("w-1").incarnation  # same pod name, new process
+    assert new != old
+    wait_for(lambda: (doc := document("w-1")) is not None and doc.incarnation == new,
+             what="a document for the new incarnation")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle again")

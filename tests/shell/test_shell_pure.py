@@ -118,7 +118,7 @@ def test_persisted_state_plus_configmaps_restore_the_plan_state():
         message = state.assignment_message(
             group="wg", member=member, plan=member_plan, protocol=plan.protocol,
             policy="kooper", delay_ms=0, leader="op", epochs=plan.state.epochs, configs={},
-            states={})
+            states={}, incarnation=plan.state.incarnations[member])
         configmaps.append((member, codec.encode_assignment(message)))
     lost = model.ConnectorsAndTasks.of(tasks=["B-0"])
     persisted = model.PlanState(
@@ -215,3 +215,14 @@ def test_audit_rows_are_event_log_rows_with_a_change_column():
     lost = [r for r in rows if r["change"] == "lost"]
     assert {r["resource"] for r in lost} == set(plan.members[W("w-2")].assigned.sorted())
     assert any(r["change"] == "leave" and r["member"] == "w-2" for r in rows)
+
+
+def test_every_document_names_the_incarnation_it_was_planned_for():
+    snap, plan = _converged_plan()
+    for member, member_plan in plan.members.items():
+        message = state.assignment_message(
+            group="wg", member=member, plan=member_plan, protocol=plan.protocol,
+            policy="kooper", delay_ms=0, leader="op", epochs=plan.state.epochs, configs={},
+            states={}, incarnation=plan.state.incarnations[member])
+        decoded = codec.decode_assignment(codec.encode_assignment(message))
+        assert decoded.incarnation == snap.members[member].incarnation == f"i{member[-1]}"

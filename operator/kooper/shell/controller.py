@@ -183,8 +183,10 @@ class Shell:
             return
         self._orphans[key] = connector.group
         now_ms = int(time.time() * 1000)
-        wanted = status.connector_status(connector, holders={}, owned={}, epochs={},
-                                         group_exists=False)
+        restart = connector.status.get("restart")
+        wanted = status.connector_status(
+            connector, holders={}, owned={}, epochs={}, group_exists=False,
+            restart=restart if isinstance(restart, Mapping) else None)
         settled = status.settle_connector_status(wanted, previous=connector.status,
                                                  generation=connector.generation, now_ms=now_ms)
         client = self.context.client

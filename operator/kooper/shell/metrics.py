@@ -46,6 +46,10 @@ WRITES = Counter("kooper_api_writes", "Mutating API calls by kind", ["kind"])
 CONFLICTS = Counter("kooper_api_conflicts", "409 Conflict answers (retried)", ["kind"])
 BAD_INPUT = Counter("kooper_bad_input", "Bad input noticed, by reason", ["reason"])
 ROUND_ERRORS = Counter("kooper_round_errors", "Rounds that failed and were retried", ["group"])
+CONNECTOR_RESTARTS = Counter(
+    "kooper_connector_restarts",
+    "Connectors restarted in place (a new kooper.dev/restart value, acted on once)", ["group"],
+)
 
 
 def serve(port: int) -> None:
@@ -90,7 +94,7 @@ def forget_group(group: str) -> None:
     """Drop a deleted group's series."""
     for metric in (ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ASSIGNED, UNASSIGNED,
                    LOST_NOW, IMBALANCE, DELAY_REMAINING, GENERATION, COMPUTE, LATENCY,
-                   ROUND_ERRORS):
+                   ROUND_ERRORS, CONNECTOR_RESTARTS):
         with contextlib.suppress(KeyError):
             metric.remove(group)
     for protocol in ("compatible", "eager"):

@@ -121,6 +121,11 @@ class GroupRunner:
         self._connectors_wanted: tuple[model.Plan, model.Snapshot,
                                        list[views.ConnectorView], int] | None = None
         self._connectors_task: asyncio.Task[None] | None = None
+        self.restarts_done: dict[str, dict[str, Any]] = {}
+        """connector → ``status.restart`` record of the last restart value acted on."""
+        self.restarts_pending: dict[str, tuple[str, frozenset[str]]] = {}
+        """connector → (value, resources whose member's write failed: restart them again)."""
+        self._connectors_dirty: set[str] = set()
         self.results: list[RoundResult] = []
         """The last 100 rounds that planned (tests and the benchmark read them)."""
         self.rounds_planned = 0
@@ -207,12 +212,14 @@ class GroupRunner:
         assert previous is not None
         pods_by_name = {pod.name: pod for pod in pods}
         permanent = await self._permanent_departures(previous, found.members, pods_by_name)
+        restarts = self._restarts(connectors)
         snap = snapshot.build(group, connectors=connectors, members=found.members,
-                              departed_permanently=permanent)
+                              departed_permanently=permanent,
+                              restarts=(r for _, resources in restarts.values() for r in resources))
         edited = await self._edited_configmaps(found.members, configmaps)
         due = previous.delay is not None and previous.delay.deadline_ms <= now_ms
         inputs = (snap, group.generation, found.issues, len(found.pods),
-                  tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state)
+                  tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart)
                                for c in connectors)))
         if inputs == self.last_inputs and not edited and not due and self.last_plan is not None:
             self._schedule(self.last_plan, found.next_expiry_ms, now_ms)
@@ -232,6 +239,7 @@ class GroupRunner:
         t_write = time.perf_counter()
         failed = await self._write_configmaps(plan, to_write, configs=configs, states=states,
                                               policy=str(group.settings.policy))
+        self._restarts_written(restarts, plan, failed, now_ms)
         latency = (time.monotonic() - burst_started) if burst_started is not None else None
         if to_write and latency is not None:
             metrics.LATENCY.labels(self.key).observe(latency)
@@ -253,7 +261,9 @@ class GroupRunner:
         self.last_plan = plan
         self.last_inputs = inputs if not failed else None
         await self._after_round(group, previous=previous, plan=plan, snap=snap,
-                                connectors=connectors, now_ms=now_ms)
+                                connectors=connectors, now_ms=now_ms,
+                                restarted=[name for name in sorted(restarts)
+                                           if name not in self.restarts_pending])
         metrics.observe_round(
             self.key, plan=plan, snapshot=snap, compute_s=compute_s, now_ms=now_ms,
             revoked=sum(len(m.revoked) for m in plan.members.values()),
@@ -271,6 +281,51 @@ class GroupRunner:
         self.rounds_planned += 1
         del self.results[:-100]
         return result
+
+    # --- restarts (kooper.dev/restart) -------------------------------------------------
+
+    def _restarts(self, connectors: list[views.ConnectorView]
+                  ) -> dict[str, tuple[str, frozenset[str]]]:
+        """connector → (new restart value, resources to restart in place this round)."""
+        handled = {name: str(record["observed"]) for name, record in self.restarts_done.items()}
+        requested = snapshot.restart_requests(connectors, handled=handled)
+        counts, _ = snapshot.wanted(connectors)
+        result: dict[str, tuple[str, frozenset[str]]] = {}
+        for name, value in requested.items():
+            pending = self.restarts_pending.get(name)
+            if pending is not None and pending[0] == value:
+                result[name] = pending
+            else:
+                result[name] = (value, snapshot.restart_resources(name, counts.get(name, 0)))
+        for name in list(self.restarts_pending):
+            if name not in result:
+                del self.restarts_pending[name]
+        present = {connector.name for connector in connectors}
+        for name in list(self.restarts_done):
+            if name not in present:
+                del self.restarts_done[name]  # Deleted: a new one by this name starts afresh.
+        return result
+
+    def _restarts_written(self, restarts: Mapping[str, tuple[str, frozenset[str]]],
+                          plan: model.Plan, failed: set[ids.WorkerId], now_ms: int) -> None:
+        """Mark restarts done, except for resources of members whose write failed.
+
+        Those stay pending: the next round bumps their epochs again and writes their
+        members (who never saw the first bump), so each resource restarts once.
+        """
+        for name, (value, resources) in restarts.items():
+            left: set[str] = set()
+            for member in failed:
+                member_plan = plan.members.get(member)
+                if member_plan is not None:
+                    left.update(r for r in resources if r in member_plan.assigned)
+            if left:
+                self.restarts_pending[name] = (value, frozenset(left))
+                continue
+            self.restarts_pending.pop(name, None)
+            self.restarts_done[name] = status.restart_record(
+                value, now_ms=now_ms, generation=plan.state.generation)
+            self._connectors_dirty.add(name)
 
     def _schedule(self, plan: model.Plan, expiry_ms: int | None, now_ms: int, *,
                   retry: bool = False) -> None:
@@ -408,7 +463,7 @@ class GroupRunner:
                 group=self.name, member=member, plan=plan.members[member],
                 protocol=plan.protocol, policy=policy, delay_ms=plan.delay_ms,
                 leader=self.ctx.identity, epochs=plan.state.epochs, configs=configs,
-                states=states,
+                states=states, incarnation=plan.state.incarnations.get(member, ""),
             )
             text = codec.encode_assignment(message)
             body = self._configmap_body(member, text, group)
@@ -536,6 +591,15 @@ class GroupRunner:
             involved=involved, reason=reason, message=message, warning=warning,
             reporter=self.ctx.identity))
 
+    def _connector_event(self, connector: views.ConnectorView, reason: str, message: str
+                         ) -> None:
+        involved = {
+            "apiVersion": f"{views.GROUP}/{views.VERSION}", "kind": "Connector",
+            "namespace": connector.namespace, "name": connector.name, "uid": connector.uid,
+        }
+        self._spawn(self.ctx.client.post_event(
+            involved=involved, reason=reason, message=message, reporter=self.ctx.identity))
+
     def _spawn(self, coro: Any) -> None:
         async def guarded() -> None:
             try:
@@ -550,7 +614,18 @@ class GroupRunner:
     async def _after_round(
         self, group: views.GroupView, *, previous: model.PlanState, plan: model.Plan,
         snap: model.Snapshot, connectors: list[views.ConnectorView], now_ms: int,
+        restarted: Iterable[str] = (),
     ) -> None:
+        by_name = {connector.name: connector for connector in connectors}
+        for name in restarted:
+            record = self.restarts_done[name]
+            metrics.CONNECTOR_RESTARTS.labels(self.key).inc()
+            connector = by_name[name]
+            count = 0 if connector.state == "stopped" else connector.tasks_max
+            self._connector_event(
+                connector, "ConnectorRestarted",
+                f"kooper.dev/restart={record['observed']!r}: the instance and {count} task(s) "
+                f"restart in place with new epochs (generation {record['rebalanceGeneration']})")
         gone = audit.departed(previous, plan)
         joined = [m for m in sorted(plan.members)
                   if m not in previous.assignments or m in gone]
@@ -607,15 +682,23 @@ class GroupRunner:
 
     async def _connectors_loop(self) -> None:
         while self._connectors_wanted is not None:
-            plan, snap, connectors, now_ms = self._connectors_wanted
+            wanted = self._connectors_wanted
             self._connectors_wanted = None
             try:
-                await self._patch_connectors(plan, snap, connectors, now_ms)
+                ok = await self._patch_connectors(*wanted)
             except Exception:
                 logger.exception("%s: Connector statuses failed", self.key)
+                ok = False
+            if not ok:
+                # Retry what failed (a restart's ``observed`` must land) unless a newer
+                # round already queued its own statuses.
+                await asyncio.sleep(self.ctx.retry_s)
+                if self._connectors_wanted is None:
+                    self._connectors_wanted = wanted
 
     async def _patch_connectors(self, plan: model.Plan, snap: model.Snapshot,
-                                connectors: list[views.ConnectorView], now_ms: int) -> None:
+                                connectors: list[views.ConnectorView], now_ms: int) -> bool:
+        """Patch the statuses that changed; False when some patch failed."""
         holders: dict[str, ids.WorkerId] = {}
         for member, member_plan in plan.members.items():
             for resource in (*member_plan.assigned.connectors, *member_plan.assigned.tasks):
@@ -626,7 +709,7 @@ class GroupRunner:
                 owned[resource] = member_id
         # Only connectors with a resource whose holder or runner changed, or whose spec
         # changed, are recomputed: 100,000 task entries per round would be wasted work.
-        dirty: set[str] = set()
+        dirty, self._connectors_dirty = self._connectors_dirty, set()
         for mapping, last in ((holders, self._last_holders), (owned, self._last_owned)):
             for resource, member in mapping.items():
                 if last.get(resource) != member:
@@ -641,9 +724,11 @@ class GroupRunner:
                     connector.name in self.connector_statuses:
                 continue
             self._connector_generations[connector.name] = connector.generation
-            wanted = status.connector_status(connector, holders=holders, owned=owned,
-                                             epochs=plan.state.epochs, group_exists=True)
             base = self.connector_statuses.get(connector.name) or connector.status
+            restart = self.restarts_done.get(connector.name) or base.get("restart")
+            wanted = status.connector_status(
+                connector, holders=holders, owned=owned, epochs=plan.state.epochs,
+                group_exists=True, restart=restart if isinstance(restart, Mapping) else None)
             settled = status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)
@@ -651,16 +736,24 @@ class GroupRunner:
                 continue
             patches.append((connector.name, status.merge_patch(base, settled), settled))
 
+        failed: set[str] = set()
+
         async def patch(name: str, body: dict[str, Any], settled: dict[str, Any]) -> None:
             try:
                 await self.ctx.client.patch_status("connectors", self.namespace, name, body)
+            except kube.NotFoundError:
+                self.connector_statuses.pop(name, None)  # Deleted meanwhile: nothing to retry.
+                return
             except kube.KubeError as exc:
                 logger.warning("%s: Connector %s status: %s", self.key, name, exc)
                 self.connector_statuses.pop(name, None)
+                failed.add(name)
                 return
             self.connector_statuses[name] = settled
 
         await asyncio.gather(*(patch(*item) for item in patches))
+        self._connectors_dirty.update(failed)
+        return not failed
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -111,6 +111,7 @@ def build(
     connectors: Iterable[views.ConnectorView],
     members: Mapping[ids.WorkerId, model.Member],
     departed_permanently: Iterable[ids.WorkerId] = (),
+    restarts: Iterable[str] = (),
 ) -> model.Snapshot:
     """The round's snapshot."""
     counts, _ = wanted(connectors)
@@ -119,7 +120,45 @@ def build(
         members=dict(members),
         settings=group.settings,
         departed_permanently=frozenset(departed_permanently),
+        restarts=frozenset(restarts),
     )
+
+
+def observed_restart(connector: views.ConnectorView) -> str:
+    """The ``kooper.dev/restart`` value an operator already acted on (``status.restart``)."""
+    record = connector.status.get("restart")
+    if isinstance(record, Mapping):
+        observed = record.get("observed")
+        if isinstance(observed, str):
+            return observed
+    return ""
+
+
+def restart_requests(
+    connectors: Iterable[views.ConnectorView], *, handled: Mapping[str, str]
+) -> dict[str, str]:
+    """Connectors whose ``kooper.dev/restart`` value is new: name → value.
+
+    A value is old once this process acted on it (``handled``) or an earlier one
+    persisted it as ``status.restart.observed``; an empty value asks for nothing.
+    Like Strimzi's restart annotation, but the annotation stays: setting a new value
+    (a timestamp, a counter) asks again.
+    """
+    result: dict[str, str] = {}
+    for connector in connectors:
+        value = connector.restart
+        if not value:
+            continue
+        done = handled.get(connector.name)
+        if value == (done if done is not None else observed_restart(connector)):
+            continue
+        result[connector.name] = value
+    return result
+
+
+def restart_resources(name: str, tasks: int) -> frozenset[str]:
+    """A connector's instance and its ``tasks`` tasks: what a restart restarts."""
+    return frozenset({name, *(model.task_id(name, number) for number in range(tasks))})
 
 
 def unknown_claims(

@@ -207,8 +207,14 @@ def assignment_message(
     epochs: Mapping[str, int],
     configs: Mapping[str, Mapping[str, str]],
     states: Mapping[str, str],
+    incarnation: str,
 ) -> messages.Assignment:
-    """The Assignment a member's ConfigMap carries for this round."""
+    """The Assignment a member's ConfigMap carries for this round.
+
+    ``incarnation`` is the member process the document was planned for
+    (``PlanState.incarnations``): a process restarted under the same pod name
+    must not apply its previous life's document, whose work may be moving.
+    """
     connectors = set(plan.assigned.connectors)
     connectors.update(model.task_connector(task) for task in plan.assigned.tasks)
     return messages.Assignment(
@@ -228,6 +234,7 @@ def assignment_message(
         configs={name: configs[name] for name in sorted(connectors) if name in configs},
         states={name: states[name] for name in sorted(connectors) if name in states},
         policy=policy,
+        incarnation=incarnation,
     )
 
 

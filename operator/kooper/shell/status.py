@@ -192,11 +192,14 @@ def connector_status(
     owned: Mapping[str, ids.WorkerId],
     epochs: Mapping[str, int],
     group_exists: bool,
+    restart: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Connector's ``status`` (without conditions' timestamps settled).
 
     ``holders`` maps each assigned resource to its member; ``owned`` maps each
-    resource a member reports running to that member.
+    resource a member reports running to that member. ``restart`` is the last
+    ``kooper.dev/restart`` value acted on (``observed``, ``time``,
+    ``rebalanceGeneration``), kept so a restarted operator does not act on it again.
     """
     count = 0 if connector.state == "stopped" else connector.tasks_max
     tasks = []
@@ -237,14 +240,24 @@ def connector_status(
             Condition("Ready", True, "Assigned", "the instance and every task are assigned"),
             Condition("Degraded", False, "AsExpected", "no problem detected"),
         ]
-    return {
+    result: dict[str, Any] = {
         "observedGeneration": connector.generation,
         "worker": instance or "",
+        "epoch": epochs.get(connector.name, 0),
         "taskCount": connector.tasks_max,
         "running": running,
         "tasks": tasks,
         "conditions": wanted,
     }
+    if restart:
+        result["restart"] = dict(restart)
+    return result
+
+
+def restart_record(value: str, *, now_ms: int, generation: int) -> dict[str, Any]:
+    """``Connector.status.restart`` once the restart ``value`` asked for was written out."""
+    return {"observed": value, "time": views.format_time(now_ms),
+            "rebalanceGeneration": generation}
 
 
 def settle_connector_status(
