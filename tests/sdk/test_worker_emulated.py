@@ -15,7 +15,7 @@ from kooper.testing import cluster as emulated
 NS = "default"
 POD = "workers-0"
 FAST = client.Settings(
-    lease_duration_s=2, renew_interval_s=0.2, poll_interval_s=0.02, callback_timeout_s=1.0
+    lease_duration_s=2, renew_interval_s=0.2, tick_interval_s=0.02, callback_timeout_s=1.0
 )
 
 
@@ -181,7 +181,7 @@ def test_worker_fences_itself_when_it_cannot_renew_and_rejoins_fenced(api):
 
 def test_a_slow_callback_is_bounded_and_reported_as_failed(api):
     slow = client.Settings(
-        lease_duration_s=5, renew_interval_s=0.2, poll_interval_s=0.02, callback_timeout_s=0.2
+        lease_duration_s=5, renew_interval_s=0.2, tick_interval_s=0.02, callback_timeout_s=0.2
     )
     running = Running(api, settings=slow, uid=api.pod_uid)
     running.connectors.start_ms = 1_000

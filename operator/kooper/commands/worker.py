@@ -42,7 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-seconds", type=int, default=30, help="leaseDurationSeconds")
     parser.add_argument("--renew-seconds", type=float, default=10.0, help="renewal period")
     parser.add_argument(
-        "--poll-seconds", type=float, default=0.5, help="how often to read the assignment"
+        "--tick-seconds",
+        "--poll-seconds",  # its old name: assignments used to be polled, now they are watched
+        dest="tick_seconds",
+        type=float,
+        default=0.5,
+        help="how often the idle main loop wakes (self-fencing check); assignments are watched",
+    )
+    parser.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=30.0,
+        help="safety net under the watch: re-read the assignment this often",
     )
     parser.add_argument(
         "--callback-timeout-seconds",
@@ -82,10 +93,13 @@ def settings_from(args: argparse.Namespace) -> client.Settings:
         raise WorkerUsageError("--renew-seconds must be shorter than --lease-seconds")
     if args.start_ms < 0 or args.stop_ms < 0:
         raise WorkerUsageError("--start-ms and --stop-ms must not be negative")
+    if args.tick_seconds <= 0 or args.resync_seconds <= 0:
+        raise WorkerUsageError("--tick-seconds and --resync-seconds must be positive")
     return client.Settings(
         lease_duration_s=args.lease_seconds,
         renew_interval_s=args.renew_seconds,
-        poll_interval_s=args.poll_seconds,
+        tick_interval_s=args.tick_seconds,
+        resync_interval_s=args.resync_seconds,
         callback_timeout_s=args.callback_timeout_seconds,
         protocols=parse_protocols(args.protocols),
     )
@@ -130,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
             on_assigned=connectors.on_assigned,
             on_revoked=connectors.on_revoked,
             on_lost=connectors.on_lost,
+            on_paused=connectors.on_paused,
+            on_resumed=connectors.on_resumed,
             settings=settings,
             on_event=sink,
             run_id=args.run,

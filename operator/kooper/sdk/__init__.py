@@ -12,17 +12,30 @@ image installs ``kooper`` and nothing else. A worker is three callbacks::
     worker = sdk.Worker(
         api=sdk.Api.from_env(), identity=sdk.identity_from_env(),
         on_assigned=on_assigned, on_revoked=on_revoked, on_lost=on_lost,
+        on_paused=..., on_resumed=...,              # optional: hold a paused connector's work
     )
     worker.run(stop_event)        # returns after stop_event is set and the member left
+
+``docs/sdk.md`` explains the guarantees behind each callback.
 
 ``Session`` is the sans-I/O core underneath, for other transports and simulators.
 """
 
-from kooper.sdk.client import OnAssigned, OnStopped, Settings, Worker
+from kooper.sdk.client import OnAssigned, OnStopped, Worker
 from kooper.sdk.identity import Identity, IdentityError
 from kooper.sdk.identity import from_env as identity_from_env
 from kooper.sdk.kube import Api, ApiError, NoCredentialsError
-from kooper.sdk.session import Action, ReleaseLease, Session, Start, Stop, WriteReport
+from kooper.sdk.session import (
+    Action,
+    Pause,
+    ReleaseLease,
+    Resume,
+    Session,
+    Start,
+    Stop,
+    WriteReport,
+)
+from kooper.sdk.settings import Settings
 
 __all__ = [
     "Action",
@@ -33,7 +46,9 @@ __all__ = [
     "NoCredentialsError",
     "OnAssigned",
     "OnStopped",
+    "Pause",
     "ReleaseLease",
+    "Resume",
     "Session",
     "Settings",
     "Start",

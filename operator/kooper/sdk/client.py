@@ -1,17 +1,20 @@
 """The blocking transport: moves bytes between the API server and a ``Session``.
 
-Two threads, one owner each:
+Four threads, one owner each:
 
-* the **lease keeper** owns the Lease ``kooper-<pod>``: it creates it (owned by
-  the Pod, ``holderIdentity`` ``<pod>/<incarnation>``), renews it every
-  ``renew_interval_s`` and writes the latest encoded report in the same merge
-  patch, at once when the session publishes a new one. It never blocks on user
-  code, so a slow callback cannot make the member miss its renewals;
-* the **main loop** owns the session: it polls the ConfigMap ``kooper-<pod>``,
-  feeds assignments, renewals and time to the session, and runs the actions it
-  returns. Start and stop callbacks of one batch run concurrently on a thread
-  pool, each bounded by ``callback_timeout_s``: a slow or failing callback is
-  reported in ``Report.failed``, never silently swallowed.
+* the **lease keeper** (``sdk.lease``) owns the Lease ``kooper-<pod>``: it
+  creates it, renews it every ``renew_interval_s`` and writes the latest report
+  in the same patch. It never blocks on user code;
+* the **assignment watch** (``sdk.watch``) follows the ConfigMap ``kooper-<pod>``
+  with a list + watch and wakes the main loop the moment it changes;
+* the **main loop** owns the session: it feeds it assignments (from the watch,
+  plus a slow re-read every ``resync_interval_s`` as a safety net), renewals and
+  time, and runs the actions it returns;
+* a **pool** runs the user's callbacks. Callbacks of one batch run concurrently,
+  each bounded by ``callback_timeout_s``: a slow or failing callback is reported
+  in ``Report.failed``, never silently swallowed. A start that timed out keeps
+  its thread (threads cannot be killed): when it finally returns, the worker
+  stops what it started with ``on_lost``, because the member never owned it.
 
 ``run(stop)`` returns after ``stop`` is set and the member left: every resource
 stopped, an empty report written, the Lease deleted.
@@ -20,8 +23,7 @@ stopped, an empty report written, the Lease deleted.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-import datetime
+import functools
 import logging
 import threading
 import time
@@ -29,186 +31,37 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kooper.core import errors, events, model
+from kooper.core import errors, events
 from kooper.protocol import codec, member, messages
 from kooper.sdk import identity as sdk_identity
-from kooper.sdk import kube
+from kooper.sdk import kube, lease
 from kooper.sdk import session as sdk_session
+from kooper.sdk import settings as sdk_settings
+from kooper.sdk import watch as sdk_watch
 
 logger = logging.getLogger("kooper.worker")
 
 OnAssigned = Callable[[str, Mapping[str, str], int], None]
 """``on_assigned(resource, config, epoch)``: start running ``resource``."""
 OnStopped = Callable[[str], None]
-"""``on_revoked(resource)`` / ``on_lost(resource)``: stop it (lost: do not commit progress)."""
+"""``on_revoked(resource)`` / ``on_lost(resource)``: stop it (lost: do not commit progress).
+Also the shape of ``on_paused(resource)`` / ``on_resumed(resource)``."""
 
-MEMBER_LABEL = "kooper.dev/member"
-BOTH_PROTOCOLS = frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE})
+Settings = sdk_settings.Settings
+MEMBER_LABEL = lease.MEMBER_LABEL
+BOTH_PROTOCOLS = sdk_settings.BOTH_PROTOCOLS
+LeaseKeeper = lease.LeaseKeeper
+micro_time = lease.micro_time
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Settings:
-    """Timing and protocol settings of one worker."""
-
-    lease_duration_s: int = 30
-    """``leaseDurationSeconds``: unrenewed this long, the member fences itself."""
-    renew_interval_s: float = 10.0
-    """How often the Lease is renewed (and the report rewritten)."""
-    poll_interval_s: float = 0.5
-    """How often the ConfigMap is read for a new assignment."""
-    callback_timeout_s: float = 30.0
-    """Longest a single start or stop callback may take before it is reported failed."""
-    protocols: frozenset[model.Protocol] = BOTH_PROTOCOLS
-    """The protocols this worker advertises (``{EAGER}`` models an old worker)."""
-    max_parallel_callbacks: int = 16
-    """Callbacks of one batch that run at the same time."""
+_Callback = sdk_session.Start | sdk_session.Stop | sdk_session.Pause | sdk_session.Resume
 
 
-def micro_time(epoch_s: float) -> str:
-    """A Kubernetes ``MicroTime`` (``2024-01-01T00:00:00.000000Z``)."""
-    moment = datetime.datetime.fromtimestamp(epoch_s, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class LeaseKeeper:
-    """Creates, renews (with the report) and releases the member Lease, on its own thread."""
-
-    def __init__(
-        self,
-        *,
-        api: kube.Api,
-        identity: sdk_identity.Identity,
-        incarnation: str,
-        settings: Settings,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        self.api = api
-        self.identity = identity
-        self.holder = f"{identity.pod}/{incarnation}"
-        self.settings = settings
-        self._clock = clock
-        self._wall = wall
-        self._lock = threading.Lock()
-        self._report = ""
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.last_renewed: float | None = None
-        """Monotonic time the last successful write was *sent* (conservative for fencing)."""
-        self.last_error = ""
-
-    def publish(self, report_text: str) -> None:
-        """Make ``report_text`` the report to write, and write it soon."""
-        with self._lock:
-            self._report = report_text
-        self._wake.set()
-
-    def acquire(self, owner_uid: str) -> None:
-        """Create the Lease, or take it over from a previous incarnation of this pod."""
-        now = self._wall()
-        with self._lock:
-            report = self._report
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.identity.lease_name,
-                "labels": {MEMBER_LABEL: self.identity.pod},
-                "annotations": {messages.REPORT_ANNOTATION: report},
-                "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Pod", "name": self.identity.pod, "uid": owner_uid}
-                ],
-            },
-            "spec": {
-                "holderIdentity": self.holder,
-                "leaseDurationSeconds": self.settings.lease_duration_s,
-                "acquireTime": micro_time(now),
-                "renewTime": micro_time(now),
-            },
-        }
-        sent = self._clock()
-        try:
-            self.api.create(kube.lease_path(self.identity.namespace), body)
-        except kube.ApiError as exc:
-            if exc.status != 409:
-                raise
-            # A previous incarnation of this pod (a container restart) left its Lease.
-            patch = {"metadata": body["metadata"], "spec": body["spec"]}
-            self.api.merge_patch(
-                kube.lease_path(self.identity.namespace, self.identity.lease_name), patch
-            )
-        self.last_renewed = sent
-
-    def start(self, owner_uid: str) -> None:
-        """Renew in the background until ``stop``."""
-        self._thread = threading.Thread(
-            target=self._loop, args=(owner_uid,), name="kooper-lease", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop renewing (the Lease stays until ``release``)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.api.timeout_s + 1)
-
-    def release(self) -> None:
-        """Delete the Lease (gone already is fine)."""
-        try:
-            self.api.delete(kube.lease_path(self.identity.namespace, self.identity.lease_name))
-        except kube.ApiError as exc:
-            if exc.status != 404:
-                raise
-
-    def renew(self, owner_uid: str) -> bool:
-        """One renewal with the current report; recreates a Lease someone deleted."""
-        with self._lock:
-            report = self._report
-        sent = self._clock()
-        patch: dict[str, Any] = {
-            "metadata": {"annotations": {messages.REPORT_ANNOTATION: report}},
-            "spec": {
-                "holderIdentity": self.holder,
-                "leaseDurationSeconds": self.settings.lease_duration_s,
-                "renewTime": micro_time(self._wall()),
-            },
-        }
-        try:
-            try:
-                self.api.merge_patch(
-                    kube.lease_path(self.identity.namespace, self.identity.lease_name), patch
-                )
-            except kube.ApiError as exc:
-                if exc.status != 404:
-                    raise
-                self.acquire(owner_uid)
-        except kube.ApiError as exc:
-            self.last_error = str(exc)
-            logger.warning("lease renewal failed: %s", exc)
-            return False
-        self.last_error = ""
-        self.last_renewed = sent
-        return True
-
-    def _loop(self, owner_uid: str) -> None:
-        next_renewal = self._clock() + self.settings.renew_interval_s
-        while not self._stop.is_set():
-            self._wake.wait(timeout=max(0.0, next_renewal - self._clock()))
-            if self._stop.is_set():
-                return
-            self._wake.clear()
-            ok = self.renew(owner_uid)
-            # After a failure, retry sooner than a full period: the lease is running out.
-            interval = self.settings.renew_interval_s if ok else min(
-                self.settings.renew_interval_s, 1.0
-            )
-            next_renewal = self._clock() + interval
+def _nothing(resource: str) -> None:
+    """The default ``on_paused`` / ``on_resumed``: a worker that cannot pause keeps going."""
 
 
 class Worker:
-    """A member of a worker group: the session, the Lease and the user's callbacks."""
+    """A member of a worker group: the session, the Lease, the watch and the callbacks."""
 
     def __init__(
         self,
@@ -218,7 +71,9 @@ class Worker:
         on_assigned: OnAssigned,
         on_revoked: OnStopped,
         on_lost: OnStopped,
-        settings: Settings | None = None,
+        on_paused: OnStopped = _nothing,
+        on_resumed: OnStopped = _nothing,
+        settings: sdk_settings.Settings | None = None,
         on_event: Callable[[events.Event], None] | None = None,
         run_id: str = "",
         incarnation: str | None = None,
@@ -227,44 +82,63 @@ class Worker:
     ) -> None:
         self.api = api
         self.identity = identity
-        self.settings = settings or Settings()
+        self.settings = settings or sdk_settings.Settings()
         self.incarnation = incarnation or uuid.uuid4().hex[:8]
         self.run_id = run_id
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._on_lost = on_lost
+        self._on_paused = on_paused
+        self._on_resumed = on_resumed
         self._on_event = on_event
         self._clock = clock
         self._wall = wall
+        self._wake = threading.Event()
         self.session = sdk_session.Session(
             member_name=identity.pod,
             incarnation=self.incarnation,
             protocols=self.settings.protocols,
             lease_duration_ms=self.settings.lease_duration_s * 1000,
         )
-        self.keeper = LeaseKeeper(
+        self.keeper = lease.LeaseKeeper(
             api=api,
             identity=identity,
             incarnation=self.incarnation,
             settings=self.settings,
             clock=clock,
             wall=wall,
+            on_renewed=self._wake.set,
+        )
+        self.watch = sdk_watch.AssignmentWatch(
+            api=api,
+            namespace=identity.namespace,
+            name=identity.configmap_name,
+            on_change=self._wake.set,
+            timeout_s=self.settings.watch_timeout_s,
+            clock=clock,
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.settings.max_parallel_callbacks, thread_name_prefix="kooper-callback"
         )
         self._configmap_version = ""
+        self._watch_sequence = 0
+        self._next_resync = clock()
         self._seen_renewal: float | None = None
         self._epochs: dict[str, int] = {}
         self._owner = identity.uid
         self._last_loop = clock()
+        self._late_lock = threading.Lock()
+        self._late: list[tuple[sdk_session.Start, str | None]] = []
+        self._closed = False
+        self.accepted_at: dict[int, float] = {}
+        """Monotonic time each generation was accepted (latency measurements, tests)."""
 
     # --- health -------------------------------------------------------------------
 
     @property
     def live(self) -> bool:
         """The main loop is turning (not wedged in a callback past every timeout)."""
-        budget = 2 * self.settings.callback_timeout_s + 5 * self.settings.poll_interval_s + 5
+        budget = 2 * self.settings.callback_timeout_s + 5 * self.settings.tick_interval_s + 5
         return self._clock() - self._last_loop < budget
 
     @property
@@ -290,30 +164,56 @@ class Worker:
         self._seen_renewal = self.keeper.last_renewed
         logger.info("joined as %s", self.keeper.holder)
         self.keeper.start(owner_uid)
+        self.watch.start()
+        # The loop sleeps on its wake-up event; this turns ``stop`` into one too.
+        threading.Thread(
+            target=self._wake_on, args=(stop,), name="kooper-stop", daemon=True
+        ).start()
         try:
             while not stop.is_set():
+                self._wake.clear()  # before step: a change during it wakes the next wait
                 self.step()
-                stop.wait(self.settings.poll_interval_s)
+                self._wake.wait(self.settings.tick_interval_s)
         finally:
             self.leave()
 
+    def _wake_on(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._wake.set()
+
     def step(self) -> None:
-        """One turn: renewals and time into the session, read the assignment, run actions."""
-        self._last_loop = self._clock()
+        """One turn: renewals, time and late callbacks into the session, read the
+        assignment, run the actions."""
+        self._last_loop = now = self._clock()
         renewed = self.keeper.last_renewed
         if renewed is not None and renewed != self._seen_renewal:
             self._seen_renewal = renewed
             self.session.lease_renewed(int(renewed * 1000))
         self.session.tick(self._now_ms())
+        self._take_late_returns()
         if member.accepts_assignments(self.session.state):
-            self._poll_assignment()
+            sequence, configmap = self.watch.latest()
+            if sequence != self._watch_sequence:
+                self._watch_sequence = sequence
+                if configmap is not None:
+                    self._offer(configmap)
+            if now >= self._next_resync:
+                self._next_resync = now + self.settings.resync_interval_s
+                self._resync()
         self._run_actions()
 
     def leave(self) -> None:
         """Stop everything (on_revoked), report owning nothing, delete the Lease."""
+        self.watch.stop()
+        self._take_late_returns()
         self.session.terminate()
         self._run_actions()
         self.keeper.stop()
+        with self._late_lock:
+            self._closed = True
+            late, self._late = self._late, []
+        for action, error in late:
+            self._stop_orphan(action, error)
         self._pool.shutdown(wait=False, cancel_futures=True)
         logger.info("left: %s", self.session.state.value)
 
@@ -334,7 +234,7 @@ class Worker:
             ) from exc
         return str(pod.get("metadata", {}).get("uid", ""))
 
-    def _poll_assignment(self) -> None:
+    def _resync(self) -> None:
         path = kube.configmap_path(self.identity.namespace, self.identity.configmap_name)
         try:
             configmap = self.api.get(path)
@@ -342,6 +242,9 @@ class Worker:
             if exc.status != 404:
                 logger.warning("cannot read the assignment: %s", exc)
             return
+        self._offer(configmap)
+
+    def _offer(self, configmap: Mapping[str, Any]) -> None:
         version = str(configmap.get("metadata", {}).get("resourceVersion", ""))
         if version and version == self._configmap_version:
             return
@@ -351,11 +254,20 @@ class Worker:
             return
         try:
             assignment = codec.decode_assignment(text)
+            if not self.session.planned_for_us(assignment):
+                logger.info(
+                    "ignoring generation %d: planned for incarnation %s, we are %s",
+                    assignment.generation,
+                    assignment.incarnation,
+                    self.incarnation,
+                )
+                return
             accepted = self.session.receive_assignment(assignment)
         except errors.RemoteProtocolError as exc:
             logger.error("ignoring a malformed assignment: %s", exc)
             return
         if accepted:
+            self.accepted_at[assignment.generation] = self._clock()
             logger.info(
                 "generation %d (%s): %d assigned, %d revoked",
                 assignment.generation,
@@ -366,7 +278,7 @@ class Worker:
 
     def _run_actions(self) -> None:
         while batch := self.session.next_actions():
-            callbacks = [a for a in batch if isinstance(a, sdk_session.Start | sdk_session.Stop)]
+            callbacks = [a for a in batch if isinstance(a, _Callback)]
             if callbacks:
                 self._run_callbacks(callbacks)
             for action in batch:
@@ -386,42 +298,100 @@ class Worker:
                         logger.warning("cannot delete the Lease: %s", exc)
                     self.session.done(action, error=error)
 
-    def _run_callbacks(self, batch: list[sdk_session.Start | sdk_session.Stop]) -> None:
-        futures: list[tuple[sdk_session.Start | sdk_session.Stop, str, Any]] = []
+    def _callback_of(self, action: _Callback) -> tuple[str, Callable[..., None], tuple[Any, ...]]:
+        if isinstance(action, sdk_session.Start):
+            return "on_assigned", self._on_assigned, (
+                action.resource, action.config, action.epoch
+            )
+        if isinstance(action, sdk_session.Pause):
+            return "on_paused", self._on_paused, (action.resource,)
+        if isinstance(action, sdk_session.Resume):
+            return "on_resumed", self._on_resumed, (action.resource,)
+        if action.lost:
+            return "on_lost", self._on_lost, (action.resource,)
+        return "on_revoked", self._on_revoked, (action.resource,)
+
+    def _run_callbacks(self, batch: list[_Callback]) -> None:
+        futures: list[tuple[_Callback, str, concurrent.futures.Future[None]]] = []
         for action in batch:
-            if isinstance(action, sdk_session.Start):
-                name = "on_assigned"
-                future = self._pool.submit(
-                    self._on_assigned, action.resource, action.config, action.epoch
-                )
-            else:
-                name = "on_lost" if action.lost else "on_revoked"
-                callback = self._on_lost if action.lost else self._on_revoked
-                future = self._pool.submit(callback, action.resource)
-            futures.append((action, name, future))
-        deadline = self._clock() + self.settings.callback_timeout_s
+            name, callback, arguments = self._callback_of(action)
+            futures.append((action, name, self._pool.submit(callback, *arguments)))
+        timeout = self.settings.callback_timeout_s
+        deadline = self._clock() + timeout
         for action, name, future in futures:
             error = None
+            still_running = False
             try:
                 future.result(timeout=max(0.0, deadline - self._clock()))
             except concurrent.futures.TimeoutError:
-                error = f"{name} timed out after {self.settings.callback_timeout_s:g}s"
+                error = f"{name} timed out after {timeout:g}s"
+                # Queued behind other callbacks and not begun: it never will. Begun: its
+                # thread goes on, and we must hear when it ends (a start that ends well
+                # leaves the resource running with nobody owning it).
+                if not future.cancel() and isinstance(action, sdk_session.Start):
+                    still_running = True
             except Exception as exc:  # user code: report whatever it raised
                 error = f"{name} raised {type(exc).__name__}: {exc}"
             if error is not None:
                 logger.error("%s(%s): %s", name, action.resource, error)
             self._emit(action, error)
-            self.session.done(action, error=error)
+            self.session.done(action, error=error, still_running=still_running)
+            if still_running and isinstance(action, sdk_session.Start):
+                future.add_done_callback(functools.partial(self._late_return, action))
 
-    def _emit(self, action: sdk_session.Start | sdk_session.Stop, error: str | None) -> None:
+    def _late_return(
+        self, action: sdk_session.Start, future: concurrent.futures.Future[None]
+    ) -> None:
+        # Runs on the callback's own thread when a timed-out start finally ends.
+        error = None
+        exc = future.exception()
+        if exc is not None:
+            error = f"on_assigned raised {type(exc).__name__}: {exc}"
+        with self._late_lock:
+            if not self._closed:
+                self._late.append((action, error))
+                self._wake.set()
+                return
+        self._stop_orphan(action, error)
+
+    def _take_late_returns(self) -> None:
+        with self._late_lock:
+            late, self._late = self._late, []
+        for action, error in late:
+            if error is None:
+                logger.error(
+                    "on_assigned(%s) returned after its timeout: the member never owned it, "
+                    "stopping it (on_lost)",
+                    action.resource,
+                )
+            else:
+                logger.error("on_assigned(%s) failed after its timeout: %s", action.resource, error)
+            self.session.late_start_returned(action, error=error)
+
+    def _stop_orphan(self, action: sdk_session.Start, error: str | None) -> None:
+        # The worker has left: no session will schedule the stop, so do it here.
+        if error is not None:
+            return
+        logger.error(
+            "on_assigned(%s) returned after the worker left: stopping it (on_lost)",
+            action.resource,
+        )
+        try:
+            self._on_lost(action.resource)
+        except Exception:  # user code: log it, there is nobody left to report to
+            logger.exception("on_lost(%s) failed", action.resource)
+
+    def _emit(self, action: _Callback, error: str | None) -> None:
         if isinstance(action, sdk_session.Start):
             if error is not None:
                 return
             self._epochs[action.resource] = action.epoch
             kind, epoch = events.Kind.START, action.epoch
-        else:
+        elif isinstance(action, sdk_session.Stop) and not action.cleanup:
             # A failed stop still counts as stopped (abandoned): the log says so too.
             kind, epoch = events.Kind.STOP, self._epochs.pop(action.resource, -1)
+        else:
+            return  # pauses, and stops of what never counted as started, are not rows
         if self._on_event is None:
             return
         assignment = self.session.assignment

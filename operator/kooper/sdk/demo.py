@@ -7,6 +7,10 @@ paused from the end of its old owner's stop to the end of its new owner's start.
 A connector picks its type with ``config["type"]`` (``counter`` by default, or
 ``sleep``); ``start.ms`` / ``stop.ms`` in its config override the worker's
 defaults per connector.
+
+A paused connector (``on_paused``) stays assigned but its counters stop counting
+until ``on_resumed``, as a paused Kafka Connect connector keeps its tasks and
+processes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,15 @@ class _Running:
     started: float
     stop_ms: int
     rate_per_s: float
+    paused_s: float = 0.0
+    """Time spent paused, finished pauses only."""
+    paused_since: float | None = None
+    """When the current pause began (None: not paused)."""
+
+    def produced(self, now: float) -> int:
+        """Records counted by ``now``: running time, pauses excluded, times the rate."""
+        paused = self.paused_s + (now - self.paused_since if self.paused_since is not None else 0)
+        return int(max(0.0, now - self.started - paused) * self.rate_per_s)
 
 
 class DemoConnectors:
@@ -73,10 +86,36 @@ class DemoConnectors:
         """Stop ``resource`` without committing: another member may own it already."""
         self._stop(resource, commit=False)
 
+    def on_paused(self, resource: str) -> None:
+        """Hold ``resource`` paused: it keeps running but counts nothing."""
+        with self._lock:
+            state = self._running.get(resource)
+            if state is not None and state.paused_since is None:
+                state.paused_since = self._clock()
+
+    def on_resumed(self, resource: str) -> None:
+        """Let ``resource`` count again."""
+        with self._lock:
+            state = self._running.get(resource)
+            if state is not None and state.paused_since is not None:
+                state.paused_s += self._clock() - state.paused_since
+                state.paused_since = None
+
     def running(self) -> frozenset[str]:
         """What runs now."""
         with self._lock:
             return frozenset(self._running)
+
+    def paused(self) -> frozenset[str]:
+        """What runs now but is held paused."""
+        with self._lock:
+            return frozenset(r for r, s in self._running.items() if s.paused_since is not None)
+
+    def progress(self, resource: str) -> int:
+        """Records a running counter source produced so far (0 if not running)."""
+        with self._lock:
+            state = self._running.get(resource)
+            return 0 if state is None else state.produced(self._clock())
 
     def _stop(self, resource: str, *, commit: bool) -> None:
         with self._lock:
@@ -89,6 +128,6 @@ class DemoConnectors:
             if not commit:
                 self.lost.append(resource)
             elif state.kind == "counter" and "-" in resource:
-                produced = int((self._clock() - state.started) * state.rate_per_s)
+                produced = state.produced(self._clock())
                 self.counted[resource] = self.counted.get(resource, 0) + produced
 

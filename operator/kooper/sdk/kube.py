@@ -13,14 +13,18 @@ never catch urllib's exceptions.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
 import pathlib
+import socket
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kooper.core import errors
@@ -101,14 +105,9 @@ class Api:
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
+        headers = self._headers()
         if data is not None:
             headers["Content-Type"] = content_type
-        if self.token_file is not None:
-            try:
-                headers["Authorization"] = "Bearer " + self.token_file.read_text().strip()
-            except OSError as exc:
-                raise ApiError(f"cannot read the token: {exc}", status=0) from exc
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(
@@ -130,9 +129,55 @@ class Api:
             raise ApiError(f"{method} {path}: answer is not JSON", status=0) from exc
         return answer if isinstance(answer, dict) else {}
 
-    def get(self, path: str) -> dict[str, Any]:
-        """GET ``path``."""
-        return self.request("GET", path)
+    def get(self, path: str, *, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """GET ``path`` (a list when ``query`` holds selectors)."""
+        return self.request("GET", path, query=query)
+
+    def watch(
+        self, path: str, *, query: Mapping[str, str], read_timeout_s: float
+    ) -> WatchStream:
+        """Open a watch on the collection ``path`` (``watch=1`` is added to ``query``).
+
+        ``read_timeout_s`` bounds every read: make it longer than the server-side
+        ``timeoutSeconds``. ``ApiError`` if the server answers anything but 200.
+        """
+        url = urllib.parse.urlsplit(self.base_url)
+        target = f"{url.path}{path}?" + urllib.parse.urlencode({**query, "watch": "1"})
+        connection: http.client.HTTPConnection
+        if url.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                url.hostname or "", url.port, timeout=read_timeout_s, context=self._context
+            )
+        else:
+            connection = http.client.HTTPConnection(
+                url.hostname or "", url.port, timeout=read_timeout_s
+            )
+        try:
+            connection.request("GET", target, headers=self._headers())
+            response = connection.getresponse()
+            if response.status != 200:
+                detail = _message_of(response.read(), response.reason)
+                raise ApiError(
+                    f"WATCH {path}: {response.status} {detail}",
+                    status=response.status,
+                    reason=response.reason,
+                )
+        except ApiError:
+            connection.close()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            connection.close()
+            raise ApiError(f"WATCH {path}: {exc}", status=0) from exc
+        return WatchStream(path, connection, response)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.token_file is not None:
+            try:
+                headers["Authorization"] = "Bearer " + self.token_file.read_text().strip()
+            except OSError as exc:
+                raise ApiError(f"cannot read the token: {exc}", status=0) from exc
+        return headers
 
     def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``."""
@@ -147,14 +192,78 @@ class Api:
         return self.request("DELETE", path)
 
 
-def _status_message(exc: urllib.error.HTTPError) -> str:
+class WatchStream:
+    """One open watch response: iterate its events (dicts with ``type`` and ``object``).
+
+    Iteration ends when the server ends the stream (its ``timeoutSeconds``, a
+    restart) or after ``close``; a broken connection or a garbled line raises
+    ``ApiError`` (status 0).
+    """
+
+    def __init__(
+        self, path: str, connection: http.client.HTTPConnection, response: http.client.HTTPResponse
+    ) -> None:
+        self._path = path
+        self._connection = connection
+        self._response = response
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            while True:
+                try:
+                    line = self._response.readline()
+                except Exception as exc:
+                    # OSError, IncompleteRead, or (after a close() racing this read) whatever
+                    # http.client trips over: the stream is over either way.
+                    if self._closed:
+                        return
+                    raise ApiError(f"WATCH {self._path}: {exc!r}", status=0) from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError as exc:
+                    raise ApiError(f"WATCH {self._path}: an event is not JSON", status=0) from exc
+                if isinstance(event, dict):
+                    yield event
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the stream; safe from any thread (a blocked read returns at once)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        sock = self._connection.sock
+        if sock is not None:
+            # Shutting the socket down wakes a reader blocked in recv on another thread;
+            # close() alone would not.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._connection.close()
+
+
+def _message_of(payload: bytes, reason: str) -> str:
     try:
-        status = json.loads(exc.read() or b"{}")
-    except (ValueError, OSError):
-        return str(exc.reason)
+        status = json.loads(payload or b"{}")
+    except ValueError:
+        return reason
     if isinstance(status, dict) and status.get("message"):
         return str(status["message"])
-    return str(exc.reason)
+    return reason
+
+
+def _status_message(exc: urllib.error.HTTPError) -> str:
+    try:
+        payload = exc.read()
+    except OSError:
+        return str(exc.reason)
+    return _message_of(payload, str(exc.reason))
 
 
 def lease_path(namespace: str, name: str | None = None) -> str:
@@ -163,9 +272,10 @@ def lease_path(namespace: str, name: str | None = None) -> str:
     return base if name is None else f"{base}/{name}"
 
 
-def configmap_path(namespace: str, name: str) -> str:
-    """The URL path of a ConfigMap."""
-    return f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+def configmap_path(namespace: str, name: str | None = None) -> str:
+    """The URL path of a ConfigMap (or of the namespace's ConfigMaps)."""
+    base = f"/api/v1/namespaces/{namespace}/configmaps"
+    return base if name is None else f"{base}/{name}"
 
 
 def pod_path(namespace: str, name: str) -> str:

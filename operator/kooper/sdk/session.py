@@ -15,12 +15,24 @@ callback finished) and asks it what to do next::
 Rules it enforces (docs/protocol.md has the why):
 
 * Only an assignment with a generation newer than every one accepted before is
-  applied: two generations are never applied out of order.
+  applied: two generations are never applied out of order. A document planned
+  for another incarnation of this pod (``Assignment.incarnation`` set and not
+  ours) is ignored: it was meant for a previous life of the process, and its
+  resources may be about to go elsewhere. The member waits for its own.
 * Every stop an assignment implies finishes before any start: one batch of
   ``Stop`` actions, then one batch of ``Start`` actions, then ``WriteReport``.
 * The assigned set is a full replacement: anything owned and not assigned stops
   (the eager protocol relies on it). A resource whose epoch or config changed is
-  stopped and started again.
+  stopped and started again: a *restart in place* (``kooper.dev/restart`` bumps
+  the epoch of a kept resource). Its stop is graceful (``on_revoked``) even in an
+  eager document, because the resource stays with this member.
+* A start that timed out is not owned, and its resource is never started again
+  while that callback still runs (``done(..., still_running=True)``). When it
+  returns late (``late_start_returned``) and did start the resource, the session
+  stops it as lost (``Stop(cleanup=True)``): it must not keep running unowned.
+* Pause: resources of a connector whose ``Assignment.states`` entry is
+  ``paused`` stay assigned; once started, the session tells them to pause
+  (``Pause``) and, when the state flips back, to resume (``Resume``).
 * The short-circuit: a member that speaks ``compatible`` and receives an
   ``eager`` assignment that stops something treats those resources as *lost*
   (``Stop(lost=True)``: ``on_lost``, no committing), never as revoked.
@@ -64,6 +76,25 @@ class Stop:
     lost: bool
     generation: int
     protocol: model.Protocol
+    cleanup: bool = False
+    """A start that timed out returned late: stop what it started (never owned, never
+    reported as running, so no event-log row either)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pause:
+    """Hold ``resource`` paused (call ``on_paused``): its connector's state is ``paused``."""
+
+    resource: str
+    generation: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resume:
+    """Let ``resource`` process again (call ``on_resumed``): its connector runs again."""
+
+    resource: str
+    generation: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,7 +109,10 @@ class ReleaseLease:
     """Delete the Lease: the member is leaving for good."""
 
 
-Action = Start | Stop | WriteReport | ReleaseLease
+Action = Start | Stop | Pause | Resume | WriteReport | ReleaseLease
+
+PAUSED = "paused"
+"""The ``Assignment.states`` value that holds a connector's resources paused."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +120,7 @@ class _Wanted:
     epoch: int
     config: Mapping[str, str]
     connector: bool
+    paused: bool = False
 
 
 class Session:
@@ -120,6 +155,12 @@ class Session:
         self._failed: dict[str, str] = {}
         self._failed_starts: set[str] = set()
         self._in_flight: dict[int, Action] = {}
+        self._zombies: dict[str, Start] = {}
+        """Starts that timed out and whose callback still runs, by resource."""
+        self._cleanup: set[str] = set()
+        """Resources a late start did start: to stop as lost."""
+        self._paused: set[str] = set()
+        """Owned resources the callbacks were told to pause."""
         self._needs_assignment = True
         self._fenced = False
         self._report_dirty = False
@@ -143,6 +184,8 @@ class Session:
             raise errors.RemoteProtocolError(
                 f"assignment for {assignment.member!r} delivered to {self.member_name!r}"
             )
+        if not self.planned_for_us(assignment):
+            return False
         if not member.accepts_assignments(self.state):
             return False
         if assignment.generation <= self._accepted_generation:
@@ -160,6 +203,7 @@ class Session:
                 epoch=assignment.epochs.get(resource, 0),
                 config=assignment.configs.get(connector, {}),
                 connector=is_connector,
+                paused=assignment.states.get(connector) == PAUSED,
             )
         self._target = target
         if not self._report_dirty:
@@ -170,16 +214,40 @@ class Session:
                 if resource in target or resource in self._owned
             }
         stopping = self._to_stop()
+        # Resources still in the target only restart here (new epoch or config): a
+        # graceful stop, even under the short-circuit, since they go nowhere else.
+        taken = [resource for resource in stopping if resource not in target]
         short_circuit = (
             assignment.protocol is model.Protocol.EAGER
             and model.Protocol.COMPATIBLE in self.protocols
-            and bool(stopping)
+            and bool(taken)
         )
         if short_circuit:
-            self._stop_as_lost.update(stopping)
+            self._stop_as_lost.update(taken)
         self._step(_I.REVOKE if stopping else _I.ASSIGN)
         self._report_dirty = True
         return True
+
+    def late_start_returned(self, action: Start, *, error: str | None = None) -> None:
+        """A start that timed out (``done(..., still_running=True)``) has returned.
+
+        ``error`` is what it raised (``None``: it did start the resource). A started
+        resource is stopped as lost in the next batch: nobody owns it.
+        """
+        if self._zombies.get(action.resource) is not action:
+            raise errors.LocalProtocolError(f"{action!r} was not left running")
+        previous = self._failed.get(action.resource, "start timed out")
+        if error is None:
+            self._cleanup.add(action.resource)
+            self._failed[action.resource] = f"{previous}; it returned late: stopping it as lost"
+        else:
+            del self._zombies[action.resource]
+            self._failed[action.resource] = f"{previous}; it then failed: {error}"
+        self._report_dirty = True
+
+    def planned_for_us(self, assignment: messages.Assignment) -> bool:
+        """Whether ``assignment`` was planned for this incarnation (or for any)."""
+        return not assignment.incarnation or assignment.incarnation == self.incarnation
 
     def lease_renewed(self, now_ms: int) -> None:
         """The Lease was renewed at ``now_ms``; a fenced member rejoins."""
@@ -220,8 +288,8 @@ class Session:
             return []
         batch: list[Action] = []
         stopping = self._to_stop()
+        protocol = self._protocol()
         if stopping:
-            protocol = self._protocol()
             batch.extend(
                 Stop(
                     resource=resource,
@@ -233,8 +301,20 @@ class Session:
             )
         elif self.state is _S.REVOKING:
             self._step(_I.STOPPED)
+        batch.extend(
+            Stop(
+                resource=resource,
+                lost=True,
+                generation=self._accepted_generation,
+                protocol=protocol,
+                cleanup=True,
+            )
+            for resource in sorted(self._cleanup, key=model.resource_sort_key)
+        )
         if not batch and self.state in member.LIVE_STATES:
             batch.extend(self._starts())
+        if not batch and self.state in member.LIVE_STATES:
+            batch.extend(self._flips())
         if not batch:
             self._maybe_applied()
             if self._report_dirty and not self._report_backoff:
@@ -244,14 +324,32 @@ class Session:
         self._in_flight.update((id(action), action) for action in batch)
         return batch
 
-    def done(self, action: Action, *, error: str | None = None) -> None:
-        """``action`` finished; ``error`` says why it failed (the report carries it)."""
+    def done(
+        self, action: Action, *, error: str | None = None, still_running: bool = False
+    ) -> None:
+        """``action`` finished; ``error`` says why it failed (the report carries it).
+
+        ``still_running``: a ``Start`` timed out and its callback thread goes on (a
+        thread cannot be killed). Pass what it finally did to ``late_start_returned``.
+        """
         if self._in_flight.pop(id(action), None) is None:
             raise errors.LocalProtocolError(f"{action!r} was not in flight")
-        if isinstance(action, Stop):
+        if still_running and not (isinstance(action, Start) and error is not None):
+            raise errors.LocalProtocolError("only a failed start can be left running")
+        if isinstance(action, Stop) and action.cleanup:
+            self._cleanup.discard(action.resource)
+            self._zombies.pop(action.resource, None)
+            if error is not None:
+                self._failed[action.resource] = (
+                    f"{self._failed.get(action.resource, 'start timed out')}; "
+                    f"stopping it failed too: {error}"
+                )
+            self._report_dirty = True
+        elif isinstance(action, Stop):
             # A stop that failed or timed out is abandoned, as Connect does: the resource
             # counts as stopped, and its epoch fences whatever the callback left running.
             self._owned.pop(action.resource, None)
+            self._paused.discard(action.resource)
             self._stop_as_lost.discard(action.resource)
             self._record(action.resource, error)
             self._report_dirty = True
@@ -263,8 +361,19 @@ class Session:
                 )
             else:
                 self._failed_starts.add(action.resource)
+                if still_running:
+                    self._zombies[action.resource] = action
             self._record(action.resource, error)
             self._report_dirty = True
+        elif isinstance(action, Pause | Resume):
+            # Like a failed stop, a failed flip is not retried: it is reported.
+            if isinstance(action, Pause):
+                self._paused.add(action.resource)
+            else:
+                self._paused.discard(action.resource)
+            if error is not None:
+                self._failed[action.resource] = error
+                self._report_dirty = True
         elif isinstance(action, WriteReport):
             if error is None or self.state is _S.LEAVING:
                 self._report_dirty = self._report_dirty and action.report != self.report()
@@ -298,9 +407,25 @@ class Session:
         return self._applied_generation
 
     @property
+    def paused(self) -> frozenset[str]:
+        """The owned resources held paused now."""
+        return frozenset(self._paused)
+
+    @property
+    def left_running(self) -> frozenset[str]:
+        """Resources whose start timed out and whose callback has not returned yet."""
+        return frozenset(self._zombies)
+
+    @property
     def idle(self) -> bool:
         """Nothing in flight and nothing left to do until the next input."""
-        return not self._in_flight and not self._to_stop() and not self._pending_starts()
+        return (
+            not self._in_flight
+            and not self._to_stop()
+            and not self._cleanup
+            and not self._pending_starts()
+            and not self._flips()
+        )
 
     # --- internals ----------------------------------------------------------------
 
@@ -323,10 +448,13 @@ class Session:
     def _pending_starts(self) -> list[str]:
         if self.state not in member.LIVE_STATES:
             return []
+        # A resource whose timed-out start still runs waits for it: never two at once.
         return [
             resource
             for resource in self._target
-            if resource not in self._owned and resource not in self._failed_starts
+            if resource not in self._owned
+            and resource not in self._failed_starts
+            and resource not in self._zombies
         ]
 
     def _starts(self) -> list[Action]:
@@ -342,6 +470,20 @@ class Session:
             )
             for resource in sorted(self._pending_starts(), key=model.resource_sort_key)
         ]
+
+    def _flips(self) -> list[Action]:
+        if self.state not in member.LIVE_STATES:
+            return []
+        generation = self._accepted_generation
+        flips: list[Action] = []
+        for resource in sorted(self._owned, key=model.resource_sort_key):
+            wanted = self._target.get(resource)
+            paused = wanted is not None and wanted.paused
+            if paused and resource not in self._paused:
+                flips.append(Pause(resource=resource, generation=generation))
+            elif not paused and resource in self._paused:
+                flips.append(Resume(resource=resource, generation=generation))
+        return flips
 
     def _maybe_applied(self) -> None:
         # Applied = every stop and start of the accepted assignment has finished.
