@@ -28,10 +28,10 @@ def test_short_demo_converges_without_overlaps_and_cooperative_pauses_less(
     assert "total pause" in printed
     assert statuses == [0, 0]
     assert "workers-0" in printed  # a member row of `kooper status`
-    by_name = {r.name: r.scores for r in results}
-    for scores in by_name.values():
-        assert scores.overlaps == 0
-        assert scores.running_at_end == scores.resources == 2 + 4 + 4
+    for result in results:
+        assert result.metrics.overlaps == 0
+        assert result.metrics.running_at_end == result.resources == 2 + 4 + 4
+    by_name = {r.name: r.metrics for r in results}
     assert by_name["compatible-kooper"].total_pause_ms < by_name["eager-kooper"].total_pause_ms
     assert by_name["compatible-kooper"].moves == 0  # restarted pods get their own work back
     assert (tmp_path / "demo-running.png").stat().st_size > 0

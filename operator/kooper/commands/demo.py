@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         results.append(drill.run_one(settings, protocol=protocol, policy=policy, out=out,
                                      converged=hold))
     print()
-    print(drill.format_table([(r.name, r.scores) for r in results]))
+    print(drill.format_table(results))
     for r in results:
         if r.name in descriptions:
             print(f"  {r.name}: {descriptions[r.name]}")

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from kooper.core import events
-from kooper.demo import cluster, pods, recorder, scores
+from kooper.demo import cluster, pods, recorder
+from kooper.sim import metrics
 
 GROUP = "demo"
 
@@ -50,7 +51,7 @@ class Settings:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunResult:
-    """One run's event log, window and scores."""
+    """One run's event log, its drill window and the window's metrics."""
 
     name: str
     protocol: str
@@ -58,7 +59,10 @@ class RunResult:
     rows: Sequence[events.Event]
     start_ms: int
     end_ms: int
-    scores: scores.Scores
+    metrics: metrics.RunMetrics
+    """``kooper.sim.metrics`` over the window ``[start_ms, end_ms]``."""
+    resources: int
+    """Resources that should run (connector instances plus tasks)."""
     log_path: pathlib.Path
 
 
@@ -86,7 +90,7 @@ def _wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *
         embedded.check_operator()
         runner.check_alive()
         rows = _worker_rows(runner)
-        running = scores.running_at(rows, now_ms())
+        running = metrics.running(rows, at_ms=now_ms())
         healthy = (sum(1 for m in running.values() if len(m) == 1) == expected
                    and all(len(m) <= 1 for m in running.values()))
         if len(rows) != last_count:
@@ -144,10 +148,11 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
     rows = recorder.collect(worker_files=runner.events_files(), audit_file=embedded.audit_log,
                             run=name, group=GROUP, protocol=protocol, policy=policy)
     log_path = recorder.write(rows, out / f"{name}.events.jsonl")
-    result = scores.score(rows, start_ms=start_ms, end_ms=end_ms)
+    measured = metrics.run_metrics(rows, start_ms=start_ms, end_ms=end_ms)
     progress(f"[{name}] done in {(end_ms - start_ms) / 1000:.1f}s; event log {log_path}")
     return RunResult(name=name, protocol=protocol, policy=policy, rows=rows,
-                     start_ms=start_ms, end_ms=end_ms, scores=result, log_path=log_path)
+                     start_ms=start_ms, end_ms=end_ms, metrics=measured,
+                     resources=settings.resources, log_path=log_path)
 
 
 def worker_args(settings: Settings, *, run: str) -> tuple[str, ...]:
@@ -190,13 +195,16 @@ RUNS: tuple[tuple[str, str, str], ...] = (
 """(protocol, policy, description) of the demo's three runs, in order."""
 
 
-def format_table(results: Sequence[tuple[str, scores.Scores]]) -> str:
-    """The comparison table, one row per run."""
+def format_table(results: Sequence[RunResult]) -> str:
+    """The comparison table, one row per run (``kooper.sim.metrics`` over each drill window)."""
     header = (f"{'run':<18} {'total pause':>12} {'longest':>9} {'rounds':>7} {'moves':>6} "
               f"{'converge':>9} {'overlaps':>9} {'running':>8}")
     lines = [header, "-" * len(header)]
-    for label, s in results:
-        lines.append(f"{label:<18} {s.total_pause_ms / 1000:>11.1f}s {s.max_pause_ms / 1000:>8.1f}s"
-                     f" {s.rounds:>7} {s.moves:>6} {s.converge_ms / 1000:>8.1f}s {s.overlaps:>9}"
-                     f" {s.running_at_end:>4}/{s.resources:<3}")
+    for r in results:
+        m = r.metrics
+        converge = "-" if m.converge_ms is None else f"{m.converge_ms / 1000:.1f}s"
+        lines.append(f"{r.name:<18} {m.total_pause_ms / 1000:>11.1f}s"
+                     f" {m.max_pause_ms / 1000:>8.1f}s {m.rounds:>7} {m.moves:>6}"
+                     f" {converge:>9} {m.overlaps:>9}"
+                     f" {m.running_at_end:>4}/{r.resources:<3}")
     return "\n".join(lines)

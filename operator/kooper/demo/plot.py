@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import pathlib
+from collections import defaultdict
 from collections.abc import Sequence
 
 from kooper.core import events
+from kooper.sim import metrics
 
 
-def running_series(rows: Sequence[events.Event], *, start_ms: int
+def running_series(rows: Sequence[events.Event], *, start_ms: int, end_ms: int | None = None
                    ) -> tuple[list[float], list[int]]:
-    """Step series (seconds since ``start_ms``, resources running) from a time-ordered log."""
-    owners: dict[str, set[str]] = {}
+    """Step series (seconds since ``start_ms``, resources running) of one run's log.
+
+    "Running" is ``kooper.sim.metrics``' definition (its intervals: a member runs
+    a resource from its start to its stop, leave or next join); the series
+    changes at every interval boundary, up to ``end_ms`` (default: the last row).
+    """
+    if not rows:
+        return [], []
+    run_end = max(row.ts_ms for row in rows) if end_ms is None else end_ms
+    changes: dict[int, dict[metrics.Key, int]] = defaultdict(lambda: defaultdict(int))
+    changes[run_end] = defaultdict(int)  # a point at the end: the last step reaches it
+    for key, _, begin, end in metrics.intervals(rows, end_ms=end_ms):
+        changes[begin][key] += 1
+        if end < run_end:  # what still runs at the end stays drawn
+            changes[end][key] -= 1
+    active: dict[metrics.Key, int] = defaultdict(int)
     times: list[float] = []
     counts: list[int] = []
-    for row in rows:
-        if row.event is events.Kind.START:
-            owners.setdefault(row.resource, set()).add(row.member)
-        elif row.event is events.Kind.STOP:
-            owners.get(row.resource, set()).discard(row.member)
-        else:
-            continue
-        times.append((row.ts_ms - start_ms) / 1000)
-        counts.append(sum(1 for members in owners.values() if members))
+    for ts in sorted(changes):
+        for key, delta in changes[ts].items():
+            active[key] += delta
+        times.append((ts - start_ms) / 1000)
+        counts.append(sum(1 for n in active.values() if n > 0))
     return times, counts
 
 
@@ -42,8 +54,7 @@ def plot_runs(runs: Sequence[tuple[str, Sequence[events.Event], int, int]],
                                    figsize=(9, 2.4 * len(runs)))
     for axis, (label, rows, start_ms, end_ms) in zip(axes[:, 0], runs, strict=True):
         # The demo's own shutdown after the window stops everything: not part of the drill.
-        window = [row for row in rows if row.ts_ms <= end_ms]
-        times, counts = running_series(window, start_ms=start_ms)
+        times, counts = running_series(rows, start_ms=start_ms, end_ms=end_ms)
         axis.step(times, counts, where="post", label="running")
         axis.axhline(total, linestyle="--", linewidth=0.8, color="grey")
         axis.axvspan(0, (end_ms - start_ms) / 1000, alpha=0.08, color="tab:orange")

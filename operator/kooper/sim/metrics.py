@@ -20,6 +20,20 @@ The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
 * ``rounds`` counts ``round`` events; ``converge_ms`` runs from the first
   disruption (first ``leave``, else first ``stop``) to the last ``start``
   (0 if that comes first, ``None`` without a disruption).
+* ``running_at_end``: resources still running on some member at the run's end
+  (intervals cut by the end of the log).
+
+A *window* (``start_ms``/``end_ms``, e.g. a drill between its first disruption
+and its convergence) measures one part of a run with the same definitions:
+rows after ``end_ms`` are dropped and ``end_ms`` is the run's end, so the
+intervals and who ran what come from the whole log up to there; then only what
+happens in ``[start_ms, end_ms]`` counts: the pause time inside it, the starts
+(moves), the intervals that begin (overlaps), the rounds and the ``leave``/
+``join`` rows that disturb a member. ``converge_ms`` runs from ``start_ms`` (the
+caller opens the window when it disrupts the group, e.g. the first pod's
+SIGTERM) to the window's last ``start``, if the window holds a disruption.
+Without a window the whole log is measured, as in ``docs/events.md`` and
+``kooper analyze``.
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ class RunMetrics:
     overlaps: int
     rounds: int
     converge_ms: int | None
+    running_at_end: int = 0
 
 
 Key = tuple[str, str]  # (group, resource) or (group, member)
@@ -59,22 +74,38 @@ def _sorted(events: Iterable[ev.Event]) -> list[ev.Event]:
     return sorted(events, key=lambda e: (e.ts_ms, _ORDER[e.event]))
 
 
-def intervals(events: Sequence[ev.Event]) -> list[tuple[Key, str, int, int]]:
-    """``(resource key, member, start_ms, end_ms)`` spans of one run, empty ones dropped."""
-    ordered = _sorted(events)
-    if not ordered:
+def intervals(events: Sequence[ev.Event], *, end_ms: int | None = None
+              ) -> list[tuple[Key, str, int, int]]:
+    """``(resource key, member, start_ms, end_ms)`` spans of one run, empty ones dropped.
+
+    ``end_ms`` ends the run there (later rows are ignored); by default the run
+    ends at its last row.
+    """
+    return [span[:4] for span in _spans(_cut(_sorted(events), end_ms), end_ms)]
+
+
+Span = tuple[Key, str, int, int, bool]
+"""An interval plus whether the end of the run cut it (it was still running then)."""
+
+
+def _cut(ordered: list[ev.Event], end_ms: int | None) -> list[ev.Event]:
+    return ordered if end_ms is None else [e for e in ordered if e.ts_ms <= end_ms]
+
+
+def _spans(ordered: Sequence[ev.Event], end_ms: int | None) -> list[Span]:
+    if not ordered and end_ms is None:
         return []
-    run_end = ordered[-1].ts_ms
-    spans: list[tuple[Key, str, int, int]] = []
+    run_end = ordered[-1].ts_ms if end_ms is None else end_ms
+    spans: list[Span] = []
     # Open spans: (group, member, resource) -> [start_ms, first leave since then or -1].
     open_: dict[tuple[str, str, str], list[int]] = {}
     by_member: dict[Key, set[str]] = defaultdict(set)
 
-    def close(place: tuple[str, str, str], end: int) -> None:
+    def close(place: tuple[str, str, str], end: int, *, cut: bool = False) -> None:
         start, _ = open_.pop(place)
         end = min(end, run_end)
         if end > start:
-            spans.append(((place[0], place[2]), place[1], start, end))
+            spans.append(((place[0], place[2]), place[1], start, end, cut))
 
     for e in ordered:
         member_key = (e.group, e.member)
@@ -99,54 +130,74 @@ def intervals(events: Sequence[ev.Event]) -> list[tuple[Key, str, int, int]]:
                 leave = open_[place][1]
                 close(place, e.ts_ms if leave < 0 else leave)
     for place, (_, leave) in list(open_.items()):
-        close(place, run_end if leave < 0 else leave)
+        close(place, run_end if leave < 0 else leave, cut=leave < 0)
     return spans
 
 
-def _pauses(spans: list[tuple[Key, str, int, int]], run_end: int) -> dict[Key, list[int]]:
-    """Per resource, the length of each interval during which it ran nowhere."""
+def _pauses(spans: Sequence[Span], run_end: int) -> dict[Key, list[tuple[int, int]]]:
+    """Per resource, each ``(from, to)`` stretch during which it ran nowhere."""
     deltas: dict[Key, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for key, _, start, end in spans:
+    for key, _, start, end, _ in spans:
         deltas[key][start] += 1
         deltas[key][end] -= 1
-    result: dict[Key, list[int]] = {}
+    result: dict[Key, list[tuple[int, int]]] = {}
     for key, changes in deltas.items():
-        pauses: list[int] = []
+        pauses: list[tuple[int, int]] = []
         running = 0
         times = sorted(changes)
         for index, ts in enumerate(times):
             running += changes[ts]
             following = times[index + 1] if index + 1 < len(times) else run_end
             if running == 0 and following > ts:
-                pauses.append(following - ts)
+                pauses.append((ts, following))
         result[key] = pauses
     return result
 
 
-def _overlaps(spans: list[tuple[Key, str, int, int]]) -> int:
-    """Intervals that began while an earlier one of the same resource still ran."""
+def _overlaps(spans: Sequence[Span], *, since_ms: int) -> int:
+    """Intervals that began (at or after ``since_ms``) while an earlier one still ran."""
     count = 0
     latest_end: dict[Key, int] = {}
-    for key, _, start, end in sorted(spans, key=lambda s: (s[0], s[2], s[1])):
-        if latest_end.get(key, start) > start:
+    for key, _, start, end, _ in sorted(spans, key=lambda s: (s[0], s[2], s[1])):
+        if latest_end.get(key, start) > start >= since_ms:
             count += 1
         latest_end[key] = max(latest_end.get(key, end), end)
     return count
 
 
-def run_metrics(events: Sequence[ev.Event]) -> RunMetrics:
-    """The metrics of one run's events (all rows should share ``run``)."""
-    ordered = _sorted(events)
+def running(events: Sequence[ev.Event], *, at_ms: int | None = None) -> dict[Key, set[str]]:
+    """``(group, resource) -> members`` running it at ``at_ms`` (default: the log's end).
+
+    Same interval rules as the metrics: a member runs what it started until it
+    stops it, leaves or joins again.
+    """
+    return _still_running(_spans(_cut(_sorted(events), at_ms), at_ms))
+
+
+def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
+                end_ms: int | None = None) -> RunMetrics:
+    """The metrics of one run's events (all rows should share ``run``).
+
+    ``start_ms``/``end_ms`` measure a window of the run only (module docstring);
+    either may be left out.
+    """
+    ordered = _cut(_sorted(events), end_ms)
     if not ordered:
         return RunMetrics("", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, None)
-    run_end = ordered[-1].ts_ms
-    spans = intervals(ordered)
-    pauses = _pauses(spans, run_end)
+    run_end = ordered[-1].ts_ms if end_ms is None else end_ms
+    since = ordered[0].ts_ms if start_ms is None else start_ms
+    spans = _spans(ordered, end_ms)
+    # Each stretch without a runner, clipped to the window.
+    pauses = {
+        key: [b - max(a, since) for a, b in stretches if b > max(a, since)]
+        for key, stretches in _pauses(spans, run_end).items()
+    }
     starts = [e for e in ordered if e.event is ev.Kind.START and e.resource]
     first_start = starts[0].ts_ms if starts else None
+    windowed = [e for e in ordered if e.ts_ms >= since]
     disturbed = {
         (e.group, e.member)
-        for e in ordered
+        for e in windowed
         if e.member
         and (
             e.event is ev.Kind.LEAVE
@@ -154,36 +205,50 @@ def run_metrics(events: Sequence[ev.Event]) -> RunMetrics:
         )
     }
     calm: dict[Key, bool] = {}
-    for key, member, _, _ in spans:
-        calm[key] = calm.get(key, True) and (key[0], member) not in disturbed
+    for key, member, _, end, _ in spans:
+        # A member disturbed in the window disturbs what it still ran in the window.
+        calm[key] = calm.get(key, True) and not (end > since and (key[0], member) in disturbed)
     moves = 0
     last_started: dict[Key, str] = {}
     for e in sorted(starts, key=lambda e: (e.ts_ms, e.member)):
         key = (e.group, e.resource)
-        if last_started.get(key, e.member) != e.member:
+        if last_started.get(key, e.member) != e.member and e.ts_ms >= since:
             moves += 1
         last_started[key] = e.member
-    leaves = [e.ts_ms for e in ordered if e.event is ev.Kind.LEAVE]
-    stops = [e.ts_ms for e in ordered if e.event is ev.Kind.STOP]
+    window_starts = [e for e in starts if e.ts_ms >= since]
+    leaves = [e.ts_ms for e in windowed if e.event is ev.Kind.LEAVE]
+    stops = [e.ts_ms for e in windowed if e.event is ev.Kind.STOP]
     disrupted = leaves[0] if leaves else (stops[0] if stops else None)
+    if start_ms is not None and disrupted is not None:
+        disrupted = start_ms  # a window opens when its caller disrupted the group
     converge = None
     if disrupted is not None:
-        converge = max(0, starts[-1].ts_ms - disrupted) if starts else 0
+        converge = max(0, window_starts[-1].ts_ms - disrupted) if window_starts else 0
     return RunMetrics(
         run=ordered[0].run,
         protocol=next((e.protocol for e in ordered if e.protocol), ""),
         policy=next((e.policy for e in ordered if e.policy), ""),
-        events=len(ordered),
+        events=len(windowed),
         resources=len(pauses),
         total_pause_ms=sum(sum(p) for p in pauses.values()),
         max_pause_ms=max((max(p) for p in pauses.values() if p), default=0),
         undisturbed_resources=sum(1 for key in pauses if calm.get(key, True)),
         undisturbed_pause_ms=sum(sum(p) for key, p in pauses.items() if calm.get(key, True)),
         moves=moves,
-        overlaps=_overlaps(spans),
-        rounds=sum(1 for e in ordered if e.event is ev.Kind.ROUND),
+        overlaps=_overlaps(spans, since_ms=since),
+        rounds=sum(1 for e in windowed if e.event is ev.Kind.ROUND),
         converge_ms=converge,
+        running_at_end=len(_still_running(spans)),
     )
+
+
+def _still_running(spans: Sequence[Span]) -> dict[Key, set[str]]:
+    """Members per resource whose interval the end of the run cut (still running)."""
+    result: dict[Key, set[str]] = defaultdict(set)
+    for key, member, _, _, cut in spans:
+        if cut:
+            result[key].add(member)
+    return dict(result)
 
 
 def by_run(events: Iterable[ev.Event]) -> list[RunMetrics]:
