@@ -1190,6 +1190,103 @@ def test_returning_worker_gets_its_own_work_back_before_the_deadline_under_koope
     c.assert_balanced_and_complete_allocation()
 
 
+# -- WorkerCoordinatorIncrementalTest: what each named worker is told -------------------------
+#
+# Kafka's coordinator tests check each worker's incremental assignment with
+# WorkerTestUtils.assertAssignment: the connectors it starts, how many tasks it starts,
+# the connectors and how many tasks it stops, and the delay (0 unless given).
+
+
+def assert_assignment(
+    c: Cluster,
+    worker: str,
+    assigned: tuple[list[str], int],
+    revoked: tuple[list[str], int] = ([], 0),
+    *,
+    delay: int = 0,
+) -> None:
+    """``assertAssignment``: (connectors, task count) started and stopped, and the delay."""
+    newly = c.round.newly_assigned[W(worker)]
+    gone = c.round.revoked[W(worker)]
+    assert (sorted(newly.connectors), len(newly.tasks)) == assigned
+    assert (sorted(gone.connectors), len(gone.tasks)) == revoked
+    assert c.delay == delay
+
+
+def test_coordinator_task_assignment_when_worker_joins() -> None:
+    # Kafka: WorkerCoordinatorIncrementalTest.testTaskAssignmentWhenWorkerJoins (kooper).
+    c = Cluster(workers=("worker1", "worker2"))
+    c.rebalance()
+    assert_assignment(c, "worker1", (["connector1"], 4))
+    assert_assignment(c, "worker2", (["connector2"], 4))
+
+    c.add_new_empty_workers("worker3")
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 0), ([], 1))
+    assert_assignment(c, "worker2", ([], 0), ([], 1))
+    assert_assignment(c, "worker3", ([], 0))
+
+
+def _three_coordinated_workers() -> Cluster:
+    c = Cluster(workers=("worker1", "worker2", "worker3"))
+    c.rebalance()
+    assert_assignment(c, "worker1", (["connector1"], 3))
+    assert_assignment(c, "worker2", (["connector2"], 3))
+    assert_assignment(c, "worker3", ([], 2))
+    return c
+
+
+def test_coordinator_task_assignment_when_worker_leaves_permanently() -> None:
+    # Kafka: WorkerCoordinatorIncrementalTest.testTaskAssignmentWhenWorkerLeavesPermanently
+    # (kooper).
+    c = _three_coordinated_workers()
+    c.remove_workers("worker3")
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 0), delay=DEFAULT_DELAY_MS)
+    assert_assignment(c, "worker2", ([], 0), delay=DEFAULT_DELAY_MS)
+
+    c.sleep(DEFAULT_DELAY_MS // 2)
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 0), delay=DEFAULT_DELAY_MS // 2)
+    assert_assignment(c, "worker2", ([], 0), delay=DEFAULT_DELAY_MS // 2)
+
+    c.sleep(DEFAULT_DELAY_MS // 2 + 1)
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 1))
+    assert_assignment(c, "worker2", ([], 1))
+
+
+def test_coordinator_task_assignment_when_worker_bounces() -> None:
+    # Kafka: WorkerCoordinatorIncrementalTest.testTaskAssignmentWhenWorkerBounces. The
+    # first round's shape is Kafka's separate balance (kooper, checked here first); the
+    # bounce needs kip415's candidate rule (under kooper worker3 gets its work back at
+    # once), and kip415 balances one pool, so it starts from its own first round: worker3
+    # then gets back exactly what it lost (Kafka: its two tasks).
+    _three_coordinated_workers()
+    c = Cluster(KIP415, workers=("worker1", "worker2", "worker3"))
+    c.rebalance()
+    lost = c.members[W("worker3")].owned
+    assert lost
+
+    c.remove_workers("worker3")
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 0), delay=DEFAULT_DELAY_MS)
+    assert_assignment(c, "worker2", ([], 0), delay=DEFAULT_DELAY_MS)
+
+    c.sleep(DEFAULT_DELAY_MS // 2)
+    c.add_new_empty_workers("worker3")
+    c.rebalance()
+    for worker in ("worker1", "worker2", "worker3"):
+        assert_assignment(c, worker, ([], 0), delay=DEFAULT_DELAY_MS // 2)
+
+    c.sleep(DEFAULT_DELAY_MS // 2 + 1)
+    c.rebalance()
+    assert_assignment(c, "worker1", ([], 0))
+    assert_assignment(c, "worker2", ([], 0))
+    assert c.round.newly_assigned[W("worker3")] == lost
+    c.assert_no_revocations()
+
+
 # -- protocol -------------------------------------------------------------------------------------
 
 
