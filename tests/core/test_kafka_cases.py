@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
 
 from kooper.core import assignor, ids, model, replay
 
@@ -1326,3 +1328,51 @@ def test_kafka_scenario_replays_as_kafka_expects(path: Path) -> None:
     result = replay.replay(scenario)
     assert replay.check(result) == []
     assert all(r.expect for r in result.rounds), "every round of a Kafka scenario is checked"
+
+
+# -- Kafka's rebalanceUntilStable contract over random histories -------------------------------
+#
+# Kafka's fixture asserts that after any change "at most two rounds of rebalance are
+# expected to take place before a stable assignment is reached", and its cases end with
+# assertBalancedAndCompleteAllocation. Checked here after every step of random histories
+# (delay disabled, so that stability is expected at once, as Kafka's helper requires).
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("join"), st.integers(1, 3)),
+        st.tuples(st.just("leave"), st.integers(0, 5)),
+        st.tuples(st.just("connector"), st.sampled_from(["connector1", "c2", "c3", "c4"])),
+        st.tuples(st.just("resize"), st.integers(0, 9)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_every_change_is_stable_balanced_and_complete_within_two_rounds(
+    ops: list[tuple[str, object]],
+) -> None:
+    c = Cluster(max_delay_ms=0)
+    c.rebalance_until_stable()
+    joined = 1
+    for kind, value in ops:
+        note(f"{kind} {value}")
+        if kind == "join":
+            for _ in range(int(str(value))):
+                joined += 1
+                c.add_new_empty_workers(f"worker{joined}")
+        elif kind == "leave" and len(c.members) > 1:
+            c.remove_workers(sorted(c.members)[int(str(value)) % len(c.members)])
+        elif kind == "connector":
+            name = str(value)
+            if name in c.connectors:
+                c.remove_connector(name)
+            else:
+                c.add_new_connector(name, 3)
+        elif kind == "resize" and c.connectors:
+            c.resize_connector(sorted(c.connectors)[0], int(str(value)))
+        c.rebalance_until_stable()
+        if c.connectors:
+            c.assert_balanced_and_complete_allocation()
