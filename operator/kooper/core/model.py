@@ -178,6 +178,18 @@ class Delay:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RevocationBackoff:
+    """Where the group stands in backing off consecutive revoking rounds (``core.backoff``)."""
+
+    revoked_last: bool = False
+    """The last round that changed the group revoked for balance."""
+    streak: int = 0
+    """Consecutive revoking rounds so far (Kafka's ``numSuccessiveRevokingRebalances``)."""
+    held_until_ms: int | None = None
+    """No balancing revocation before this time."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PlanState:
     """What the leader remembers between rounds (persisted in WorkerGroup status).
 
@@ -202,6 +214,8 @@ class PlanState:
     """Per member, what it was told to stop and has not yet acknowledged (the barrier)."""
     eager_revoking: bool = False
     """Eager protocol: a stop-the-world revocation is out and not yet acknowledged by all."""
+    backoff: RevocationBackoff = RevocationBackoff()
+    """Backing off consecutive revoking rounds (``core.backoff``)."""
     forgotten: bool = False
     """A new leader that knows nothing but the delay: adopt what members report owning,
     and (KIP-415) treat unaccounted resources as lost while a delay is in progress."""
