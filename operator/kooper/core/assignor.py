@@ -41,12 +41,19 @@ after the last one leaves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Container, Mapping
 from collections.abc import Set as AbstractSet
 
 from kooper.core import balance, delays, ids, model
 
 Holdings = dict[ids.WorkerId, model.ConnectorsAndTasks]
+_HeldMemo = tuple[
+    model.ConnectorsAndTasks, model.ConnectorsAndTasks, model.ConnectorsAndTasks,
+    model.ConnectorsAndTasks,
+]
+"""(owned, current, unacked, held) of a member in the last round."""
 
 
 def forget(state: model.PlanState) -> model.PlanState:
@@ -76,13 +83,17 @@ def plan(
     *,
     now_ms: int,
     configured: model.ConnectorsAndTasks | None = None,
+    cache: Cache | None = None,
 ) -> model.Plan:
     """Compute one rebalance round. Pure: same inputs, same plan.
 
     ``configured`` may be passed when the caller already has ``snapshot.configured()``.
+    ``cache`` (one per group, reused every round) makes a round cost what changed
+    since the last one instead of the whole group; it never changes the plan.
     """
     wanted = configured if configured is not None else snapshot.configured()
-    round_ = _Round(snapshot, previous, now_ms, wanted)
+    round_ = _Round(snapshot, previous, now_ms, wanted,
+                    cache if cache is not None else Cache(persistent=False))
     protocol = group_protocol(snapshot)
     if protocol is model.Protocol.EAGER:
         return round_.eager()
@@ -101,6 +112,11 @@ def _fenced_since_assigned(member: model.Member, previous: model.PlanState) -> b
     return member.fenced and member.generation >= previous.assigned_at.get(member.id, 0)
 
 
+def _same(a: model.ConnectorsAndTasks, b: model.ConnectorsAndTasks) -> bool:
+    """Equality, answering at once for the same object (the usual case in big groups)."""
+    return a is b or a == b
+
+
 class _Round:
     """The working sets of one ``plan`` call (never escapes ``plan``)."""
 
@@ -110,10 +126,13 @@ class _Round:
         previous: model.PlanState,
         now_ms: int,
         configured: model.ConnectorsAndTasks,
+        cache: Cache,
     ) -> None:
         self.snapshot = snapshot
         self.previous = previous
         self.now_ms = now_ms
+        self.cache = cache
+        cache.configure(configured)
         self.configured = configured
         self.policy = snapshot.settings.policy
         members = snapshot.members
@@ -131,6 +150,8 @@ class _Round:
         }
         self.current: Holdings = {}
         self.held: Holdings = {}
+        memo = cache.held_of
+        fresh: dict[ids.WorkerId, _HeldMemo] = {}
         for member in self.order:
             report = members[member]
             if member in self.departed or member not in previous.assignments:
@@ -145,29 +166,31 @@ class _Round:
                 )
             self.current[member] = current
             owned = report.owned
-            if not unacked and (owned is current or owned == current):
-                self.held[member] = current  # settled: the common case, no copy
+            known = memo.get(member)
+            if (
+                known is not None
+                and known[0] is owned
+                and known[1] is current
+                and known[2] is unacked
+            ):
+                held = known[3]  # same objects as a recent round: same holding
+            elif not unacked and (owned is current or owned == current):
+                held = current  # settled: the common case, no copy
             else:
-                self.held[member] = current.union(owned).union(unacked)
+                held = current.union(owned).union(unacked)
+            self.held[member] = held
+            fresh[member] = (owned, current, unacked, held)
+        cache.held_of = fresh
 
     # -- shared steps -------------------------------------------------------------
 
-    def _contested(self) -> tuple[set[str], set[str], set[str]]:
-        """Resources held by two or more live members, and the union of all holdings."""
-        held = self.held.values()
-        seen_c: set[str] = set().union(*(h.connectors for h in held))
-        seen_t: set[str] = set().union(*(h.tasks for h in held))
-        if len(seen_c) + len(seen_t) == sum(len(h) for h in held):
-            return set(), seen_c, seen_t  # nobody holds anything twice: the usual case
-        twice: set[str] = set()
-        once_c: set[str] = set()
-        once_t: set[str] = set()
-        for holding in held:
-            twice.update(once_c.intersection(holding.connectors))
-            twice.update(once_t.intersection(holding.tasks))
-            once_c.update(holding.connectors)
-            once_t.update(holding.tasks)
-        return twice, seen_c, seen_t
+    def _contested(self) -> _Union:
+        """The union of all live members' holdings (who holds what, and what twice)."""
+        if not self.cache.persistent:
+            return _Union.once(self.held, self.configured)
+        index = self.cache.held
+        index.sync(self.held)
+        return index
 
     def _finish(
         self,
@@ -189,15 +212,15 @@ class _Round:
             gone = model.EMPTY if held is assigned else held.difference(assigned)
             revoked[member] = gone
             before = self.current[member]
-            if assigned != before:
+            if assigned is not before and assigned != before:
                 newly_given = assigned.difference(before)
                 if newly_given:
                     newly[member] = newly_given
             unchanged = (
                 member not in self.departed
                 and member in previous.assignments
-                and previous.assignments[member] == assigned
-                and previous.revoking.get(member, model.EMPTY) == gone
+                and _same(previous.assignments[member], assigned)
+                and _same(previous.revoking.get(member, model.EMPTY), gone)
                 and previous.protocol is protocol
             )
             if not unchanged:
@@ -233,25 +256,30 @@ class _Round:
             revoking=revoking,
             eager_revoking=eager_revoking,
         )
-        plans = {
-            member: model.MemberPlan(
-                assigned=nxt[member], revoked=revoked[member], generation=assigned_at[member]
-            )
-            for member in self.order
-        }
+        known = self.cache.plans
+        plans: dict[ids.WorkerId, model.MemberPlan] = {}
+        for member in self.order:
+            assigned, gone, at = nxt[member], revoked[member], assigned_at[member]
+            plan_ = known.get(member)
+            if (
+                plan_ is None
+                or plan_.assigned is not assigned
+                or plan_.revoked is not gone
+                or plan_.generation != at
+            ):
+                plan_ = model.MemberPlan(assigned=assigned, revoked=gone, generation=at)
+            plans[member] = plan_
+        self.cache.plans = plans
         # Assignments never overlap (the barrier), so counting is enough to know
         # whether anything is unassigned; build the sets only when it is.
         unassigned = model.EMPTY
         if sum(len(assigned) for assigned in nxt.values()) != len(self.configured):
-            all_assigned_c: set[str] = set()
-            all_assigned_t: set[str] = set()
-            for assigned in nxt.values():
-                all_assigned_c.update(assigned.connectors)
-                all_assigned_t.update(assigned.tasks)
-            unassigned = model.ConnectorsAndTasks(
-                self.configured.connectors - all_assigned_c,
-                self.configured.tasks - all_assigned_t,
-            )
+            if self.cache.persistent:
+                index = self.cache.assigned
+                index.sync(nxt)
+            else:
+                index = _Union.once(nxt, self.configured)
+            unassigned = model.ConnectorsAndTasks(frozenset(index.c.free), frozenset(index.t.free))
         newly_lost = model.EMPTY
         for member in self.departed:
             newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
@@ -344,12 +372,14 @@ class _Round:
         """Incremental cooperative rebalancing with deferred resolution of imbalance."""
         previous = self.previous
         configured = self.configured
-        twice, held_c, held_t = self._contested()
+        held = self._contested()
+        held_c, held_t = held.c.has, held.t.has
+        twice = held.c.twice | held.t.twice
         # What each member keeps before balancing: its assignment, less what is
         # contested or no longer configured. Most members keep everything: their
         # sets are shared, not copied (``_Draft``), which keeps big rounds cheap.
-        bad_c = (held_c - configured.connectors) | (twice & held_c)
-        bad_t = (held_t - configured.tasks) | (twice & held_t)
+        bad_c = held.c.outside | {r for r in twice if r in held_c}
+        bad_t = held.t.outside | {r for r in twice if r in held_t}
         nxt_c = _Draft()
         nxt = _Draft()
         for member in self.order:
@@ -374,13 +404,15 @@ class _Round:
             # KIP-415: a new leader honours a delay in progress, and every resource
             # it cannot account for is presumed lost (it may come back with its owner).
             lost[ids.WorkerId("")] = model.ConnectorsAndTasks(
-                configured.connectors - held_c, configured.tasks - held_t
+                frozenset(held.c.free), frozenset(held.t.free)
             )
         for origin in list(lost):
             resources = lost[origin]
             still = model.ConnectorsAndTasks(
-                (resources.connectors & configured.connectors) - held_c,
-                (resources.tasks & configured.tasks) - held_t,
+                frozenset(
+                    r for r in resources.connectors & configured.connectors if r not in held_c
+                ),
+                frozenset(r for r in resources.tasks & configured.tasks if r not in held_t),
             )
             if still:
                 lost[origin] = still
@@ -399,10 +431,11 @@ class _Round:
             now_ms=self.now_ms,
             policy=self.policy,
             live=self.order,
+            # Only a round with lost work reads this list (``resolve`` returns first).
             empty_members=[
                 m for m in self.order
                 if not nxt_c.size(m) and not nxt.size(m) and not self.held[m]
-            ],
+            ] if lost else [],
         )
         for member, resources in candidate_grants.items():
             nxt_c.edit(member).update(resources.connectors)
@@ -413,14 +446,16 @@ class _Round:
         for resources in lost.values():
             deferred = deferred.union(resources)
 
-        free_c = configured.connectors - held_c - deferred.connectors
-        free_t = configured.tasks - held_t - deferred.tasks
+        free_c = frozenset(held.c.free.difference(deferred.connectors))
+        free_t = frozenset(held.t.free.difference(deferred.tasks))
         # Work returned to its identity or granted to candidates is placed already;
         # members whose sets were not edited only hold what they held.
         for member in nxt_c.edited:
-            free_c -= nxt_c.edited[member]
+            if free_c:
+                free_c -= nxt_c.edited[member]
         for member in nxt.edited:
-            free_t -= nxt.edited[member]
+            if free_t:
+                free_t -= nxt.edited[member]
 
         if self.order:
             if self.policy is model.Policy.KOOPER:
@@ -432,7 +467,10 @@ class _Round:
         for member in self.order:
             current = self.current[member]
             connectors, tasks = nxt_c.frozen(member), nxt.frozen(member)
-            if connectors == current.connectors and tasks == current.tasks:
+            # ``is`` first: frozenset equality does not shortcut on identity.
+            if (connectors is current.connectors or connectors == current.connectors) and (
+                tasks is current.tasks or tasks == current.tasks
+            ):
                 result[member] = current
             else:
                 result[member] = model.ConnectorsAndTasks(connectors, tasks)
@@ -498,14 +536,19 @@ class _Round:
         if free_t:
             ordered = sorted(free_t, key=model.resource_sort_key)
             groups = {balance.task_group(task) for task in ordered}
+            holdings = {m: nxt_t.get(m) for m in self.order}
+            if self.cache.persistent:
+                index = self.cache.groups
+                index.sync(nxt_t.base)
+                group_counts = index.of(holdings, groups)
+            else:
+                group_counts = balance.count_groups(holdings, groups)
             given = balance.allocate(
                 ordered,
                 {m: nxt_t.size(m) for m in self.order},
                 total=total_t,
                 group_of=balance.task_group,
-                group_counts=balance.count_groups(
-                    {m: nxt_t.get(m) for m in self.order}, groups
-                ),
+                group_counts=group_counts,
             )
             for member, resources in given.items():
                 nxt_t.edit(member).update(resources)
@@ -573,3 +616,233 @@ class _Draft:
         """The final set; the original object when the member was not edited."""
         edited = self.edited.get(member)
         return self.base[member] if edited is None else frozenset(edited)
+
+
+class Cache:
+    """What one group's recent rounds computed, reused when the same objects come back.
+
+    A round of a 1,000-member, 100,000-task group mostly sees the same frozen sets as
+    the round before: members that did not change keep their assignment objects. The
+    cache keys everything on object identity (holding the objects, so an id is never
+    reused) and updates its indexes by the members whose sets are new objects, so a
+    round costs what changed instead of the whole group. Results never depend on it:
+    an empty cache gives the same plan. One cache serves one group, one round at a
+    time (it is not thread-safe); the simulator keeps one per run.
+    """
+
+    __slots__ = ("assigned", "configured", "groups", "held", "held_of", "persistent", "plans")
+
+    def __init__(self, *, persistent: bool = True) -> None:
+        self.persistent = persistent
+        """``False``: used for one round only, so build no indexes (cheaper once)."""
+        self.configured: model.ConnectorsAndTasks | None = None
+        self.held = _Union(model.EMPTY)
+        """Who holds what (``_Round.held``), indexed."""
+        self.assigned = _Union(model.EMPTY)
+        """Who is assigned what (the last plan's assignments), indexed."""
+        self.groups = _Groups()
+        self.held_of: dict[ids.WorkerId, _HeldMemo] = {}
+        self.plans: dict[ids.WorkerId, model.MemberPlan] = {}
+        """The last round's member plans, reused when nothing in them changed."""
+
+    def configure(self, configured: model.ConnectorsAndTasks) -> None:
+        """Start over unless the configured resources are the ones indexed."""
+        if self.configured is configured:
+            return
+        if self.configured is not None and self.configured == configured:
+            self.configured = configured
+            return
+        self.configured = configured
+        if self.persistent:
+            self.held = _Union(configured)
+            self.assigned = _Union(configured)
+
+
+class _Kind:
+    """A multiset union of one kind of resource (connectors, or tasks) over members.
+
+    ``count`` counts each resource's holders, ``free`` are configured resources nobody
+    holds, ``outside`` held ones that are not configured, ``twice`` those held by two
+    or more. ``has`` answers ``resource in``: held by anyone.
+    """
+
+    __slots__ = ("configured", "count", "free", "has", "outside", "twice")
+
+    def __init__(self, configured: frozenset[str]) -> None:
+        self.configured = configured
+        self.count: dict[str, int] = {}
+        self.has: Container[str] = self.count
+        self.free: set[str] = set(configured)
+        self.outside: set[str] = set()
+        self.twice: set[str] = set()
+
+    @classmethod
+    def once(cls, union: set[str], configured: frozenset[str]) -> _Kind:
+        """The views of ``union`` for one round, with C-speed set operations, no counts."""
+        kind = cls(frozenset())
+        kind.configured = configured
+        kind.has = union
+        kind.free = set(configured.difference(union))
+        kind.outside = union.difference(configured)
+        return kind
+
+    def bulk(self, parts: list[frozenset[str]]) -> None:
+        """Index ``parts`` from nothing (the first round, or a new configuration)."""
+        union: set[str] = set().union(*parts)
+        if len(union) == sum(len(part) for part in parts):
+            self.count.update(dict.fromkeys(union, 1))
+        else:
+            self.count.update(Counter(itertools.chain.from_iterable(parts)))
+            self.twice.update(r for r, n in self.count.items() if n > 1)
+        self.free.difference_update(union)
+        self.outside.update(union.difference(self.configured))
+
+    def add(self, resources: AbstractSet[str]) -> None:
+        """One more holder for each of ``resources``."""
+        count = self.count
+        for resource in resources:
+            n = count.get(resource, 0)
+            count[resource] = n + 1
+            if n == 0:
+                if resource in self.configured:
+                    self.free.discard(resource)
+                else:
+                    self.outside.add(resource)
+            elif n == 1:
+                self.twice.add(resource)
+
+    def drop(self, resources: AbstractSet[str]) -> None:
+        """One holder less for each of ``resources``."""
+        count = self.count
+        for resource in resources:
+            n = count[resource]
+            if n == 1:
+                del count[resource]
+                if resource in self.configured:
+                    self.free.add(resource)
+                else:
+                    self.outside.discard(resource)
+            else:
+                count[resource] = n - 1
+                if n == 2:
+                    self.twice.discard(resource)
+
+
+class _Union:
+    """Who holds what, per kind (``c``: connectors, ``t``: tasks), over members' sets.
+
+    ``sync`` moves it to a new per-member map touching only members whose set is a
+    different object than the one indexed.
+    """
+
+    __slots__ = ("c", "sets", "t")
+
+    def __init__(self, configured: model.ConnectorsAndTasks) -> None:
+        self.c = _Kind(configured.connectors)
+        self.t = _Kind(configured.tasks)
+        self.sets: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+
+    @classmethod
+    def once(
+        cls,
+        sets: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+        configured: model.ConnectorsAndTasks,
+    ) -> _Union:
+        """The same views for one round only: no counts, and ``sync`` must not follow."""
+        union = cls(model.EMPTY)
+        held = list(sets.values())
+        seen_c: set[str] = set().union(*(h.connectors for h in held))
+        seen_t: set[str] = set().union(*(h.tasks for h in held))
+        union.c = _Kind.once(seen_c, configured.connectors)
+        union.t = _Kind.once(seen_t, configured.tasks)
+        if len(seen_c) + len(seen_t) != sum(len(h) for h in held):
+            # Somebody holds something twice: find what (rare, so a plain pass).
+            once_c: set[str] = set()
+            once_t: set[str] = set()
+            for holding in held:
+                union.c.twice.update(once_c.intersection(holding.connectors))
+                union.t.twice.update(once_t.intersection(holding.tasks))
+                once_c.update(holding.connectors)
+                once_t.update(holding.tasks)
+        return union
+
+    def sync(self, sets: Mapping[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
+        """Index ``sets`` instead of what was indexed."""
+        old = self.sets
+        c, t = self.c, self.t
+        if not old:
+            held = list(sets.values())
+            c.bulk([h.connectors for h in held])
+            t.bulk([h.tasks for h in held])
+        else:
+            for member, new in sets.items():
+                before = old.get(member, model.EMPTY)
+                if before is new:
+                    continue
+                c.drop(before.connectors - new.connectors)
+                t.drop(before.tasks - new.tasks)
+                c.add(new.connectors - before.connectors)
+                t.add(new.tasks - before.tasks)
+            for member, before in old.items():
+                if member not in sets:
+                    c.drop(before.connectors)
+                    t.drop(before.tasks)
+        self.sets = dict(sets)
+
+
+class _Groups:
+    """Per connector, how many of its tasks each member holds (``balance.count_groups``).
+
+    Indexed over each member's current task set and synced by identity like ``_Union``.
+    """
+
+    __slots__ = ("counts", "sets")
+
+    def __init__(self) -> None:
+        self.sets: dict[ids.WorkerId, frozenset[str]] = {}
+        self.counts: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+
+    def sync(self, sets: Mapping[ids.WorkerId, frozenset[str]]) -> None:
+        """Index ``sets`` instead of what was indexed."""
+        old = self.sets
+        counts = self.counts
+        for member, new in sets.items():
+            before = old.get(member, frozenset())
+            if before is new:
+                continue
+            for task in before - new:
+                _uncount(counts, task.rpartition("-")[0], member)
+            for task in new - before:
+                counts[task.rpartition("-")[0]][member] += 1
+        for member, before in old.items():
+            if member not in sets:
+                for task in before:
+                    _uncount(counts, task.rpartition("-")[0], member)
+        self.sets = dict(sets)
+
+    def of(
+        self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
+    ) -> dict[str, Counter[ids.WorkerId]]:
+        """``balance.count_groups(holdings, groups)``, from the index plus what differs."""
+        result = {group: Counter(self.counts.get(group, ())) for group in groups}
+        for member, tasks in holdings.items():
+            base = self.sets[member]
+            if tasks is base:
+                continue
+            for task in base.difference(tasks):
+                group = task.rpartition("-")[0]
+                if group in result:
+                    _uncount(result, group, member)
+            for task in set(tasks).difference(base):
+                group = task.rpartition("-")[0]
+                if group in result:
+                    result[group][member] += 1
+        return result
+
+
+def _uncount(counts: Mapping[str, Counter[ids.WorkerId]], group: str, member: ids.WorkerId) -> None:
+    counter = counts[group]
+    if counter[member] <= 1:
+        del counter[member]
+    else:
+        counter[member] -= 1

@@ -36,6 +36,18 @@ def revocation_counts(loads: Mapping[ids.WorkerId, int], total: int) -> dict[ids
     minimum balance requires. Members at or under their target give up nothing.
     """
     lo, hi, extra = targets(total, len(loads))
+    # The usual round is already balanced: nobody above ``hi``, and no more members at
+    # ``hi`` than there are ``hi`` slots. Then the heaviest ranks are exactly the members
+    # at ``hi`` and nobody revokes; answer without sorting a thousand members.
+    at_hi = 0
+    for value in loads.values():
+        if value > hi:
+            break
+        if value == hi > lo:
+            at_hi += 1
+    else:
+        if at_hi <= extra:
+            return {}
     order = sorted(loads, key=lambda member: (-loads[member], member))
     counts: dict[ids.WorkerId, int] = {}
     for rank, member in enumerate(order):
@@ -116,31 +128,51 @@ def allocate(
     def cap() -> int:
         return hi if at_hi < extra else lo
 
+    # Per spreading group, a heap of (group count, load, member), built only for a
+    # group whose resources keep finding the cheap path's best members already holding
+    # it (a connector with more tasks than there are members). Keys only grow and
+    # ``limit`` only falls, so stale entries are fixed when they surface and members
+    # at the limit leave the heap for good.
+    group_heaps: dict[str, list[tuple[int, int, ids.WorkerId]]] = {}
+
     for resource in free:
         group = group_of(resource) if group_of else ""
         holders = counts[group] if group else None
         chosen: ids.WorkerId | None = None
-        skipped: list[tuple[int, ids.WorkerId]] = []
         limit = cap()
-        while heap:
-            value, member = heap[0]
-            if value != load[member]:
-                heapq.heappop(heap)  # stale entry
-                continue
-            if value >= limit:
+        by_group = group_heaps.get(group) if holders else None
+        if by_group is not None and holders is not None:
+            chosen = _pop_fewest(by_group, holders, load, limit)
+        else:
+            skipped: list[tuple[int, ids.WorkerId]] = []
+            while heap:
+                value, member = heap[0]
+                if value != load[member]:
+                    heapq.heappop(heap)  # stale entry
+                    continue
+                if value >= limit:
+                    break
+                heapq.heappop(heap)
+                if holders and holders.get(member, 0) > 0:
+                    skipped.append((value, member))
+                    if len(skipped) > _SKIP_LIMIT:
+                        break  # most members hold this group: switch to its own heap
+                    continue
+                chosen = member
                 break
-            heapq.heappop(heap)
-            if holders and holders.get(member, 0) > 0:
-                skipped.append((value, member))
-                continue
-            chosen = member
-            break
-        for entry in skipped:
-            heapq.heappush(heap, entry)
-        if chosen is None and holders:
-            eligible = [m for m in holders if holders[m] > 0 and load[m] < limit]
-            if eligible:
-                chosen = min(eligible, key=lambda m: (holders[m], load[m], m))
+            for entry in skipped:
+                heapq.heappush(heap, entry)
+            if chosen is None and holders:
+                if len(skipped) > _SKIP_LIMIT:
+                    by_group = group_heaps[group] = [
+                        (holders.get(m, 0), value, m) for m, value in load.items() if value < limit
+                    ]
+                    heapq.heapify(by_group)
+                    chosen = _pop_fewest(by_group, holders, load, limit)
+                else:
+                    eligible = [m for m in holders if holders[m] > 0 and load[m] < limit]
+                    if eligible:
+                        chosen = min(eligible, key=lambda m: (holders[m], load[m], m))
         if chosen is None:
             chosen = min(load, key=lambda m: (load[m], m))
         given[chosen].append(resource)
@@ -151,6 +183,34 @@ def allocate(
         if holders is not None:
             holders[chosen] += 1
     return dict(given)
+
+
+_SKIP_LIMIT = 32
+"""Members of a group's holders the cheap path may skip before the group gets its own heap."""
+
+
+def _pop_fewest(
+    by_group: list[tuple[int, int, ids.WorkerId]],
+    holders: Mapping[ids.WorkerId, int],
+    load: Mapping[ids.WorkerId, int],
+    limit: int,
+) -> ids.WorkerId | None:
+    """The member under ``limit`` with the fewest of the group, then lowest load, then id.
+
+    Leaves the chosen member's (stale) entry on top; the next call fixes it.
+    """
+    while by_group:
+        count, value, member = by_group[0]
+        now = load[member]
+        if now >= limit:
+            heapq.heappop(by_group)  # never eligible again in this call
+            continue
+        held = holders.get(member, 0)
+        if count != held or value != now:
+            heapq.heapreplace(by_group, (held, now, member))
+            continue
+        return member
+    return None
 
 
 def task_group(task: str) -> str:

@@ -164,6 +164,7 @@ class Sim:
         self.deadline_at: int | None = None
         self.crash_mid_round = False
         self.last_plan: model.Plan | None = None
+        self.cache = assignor.Cache()
         # The truth.
         self.owner: dict[str, ids.WorkerId] = {}
         self.events: list[ev.Event] = []
@@ -584,7 +585,7 @@ class Sim:
         snapshot = model.Snapshot(self.connectors, dict(self.visible), self.settings,
                                   frozenset(self.permanent))
         plan = assignor.plan(snapshot, self.state, now_ms=self.clock.now_ms,
-                             configured=self.configured)
+                             configured=self.configured, cache=self.cache)
         self.state = plan.state
         self.last_plan = plan
         self.planned = dict(plan.members)
