@@ -24,6 +24,19 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         states={"B": "paused"},
         policy="kooper",
     ),
+    # A document planned for one incarnation of the member (the optional key, added in
+    # v1 without a version bump: older readers ignore it, as the forward-compat rule says).
+    "v1/assignment_incarnation.json": messages.Assignment(
+        group="connect",
+        member="workers-4",
+        generation=9,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=CAT(["A"], ["A-1", "A-3"]),
+        leader="kooper-operator-7d9f/1a2b",
+        epochs={"A": 3, "A-1": 2, "A-3": 4},
+        policy="kooper",
+        incarnation="9e0d4c21",
+    ),
     "v1/assignment_eager_revoke_all.json": messages.Assignment(
         group="connect",
         member="workers-3",
@@ -87,6 +100,7 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
 ENCODER_OUTPUT = (
     "v1/assignment_full.json",
     "v1/assignment_eager_revoke_all.json",
+    "v1/assignment_incarnation.json",
     "v1/report_full.json",
     "v1/report_fenced.json",
 )

@@ -1,5 +1,6 @@
 """Golden vectors: every version's documents decode to known values, forever."""
 
+import json
 import pathlib
 
 import pytest
@@ -67,3 +68,21 @@ def test_a_newer_report_advertising_an_unknown_protocol_keeps_the_known_ones():
 def test_encoder_always_writes_the_current_version():
     text = _encode(golden_values.GOLDEN["v1/report_full.json"])
     assert f'"version":{codec.CURRENT_VERSION}' in text
+
+
+def test_assignments_written_before_the_incarnation_key_decode_to_any_incarnation():
+    older = [
+        name
+        for name in golden_values.GOLDEN
+        if pathlib.Path(name).name.startswith("assignment")
+        and '"incarnation"' not in (GOLDEN_DIR / name).read_text(encoding="utf-8")
+    ]
+    assert len(older) >= 4
+    for name in older:
+        assert _decode(name, (GOLDEN_DIR / name).read_text(encoding="utf-8")).incarnation == ""
+
+
+def test_an_assignment_planned_for_one_incarnation_carries_it():
+    name = "v1/assignment_incarnation.json"
+    assert json.loads((GOLDEN_DIR / name).read_text(encoding="utf-8"))["incarnation"] == "9e0d4c21"
+    assert _decode(name, (GOLDEN_DIR / name).read_bytes()).incarnation == "9e0d4c21"

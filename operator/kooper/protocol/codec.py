@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict
 
@@ -81,56 +80,63 @@ class RawReport(TypedDict, total=False):
 
 
 # --- encoding -----------------------------------------------------------------
+#
+# The encoders write the JSON text piece by piece instead of building a document for
+# json.dumps: task numbers are digit strings already (they are cut out of the task ids),
+# so writing them costs one join instead of int() and back. The text is exactly what
+# json.dumps(document, separators=(",", ":"), sort_keys=True) writes (ASCII only, keys
+# sorted at every level); tests/protocol compares the two on random messages. Only plain
+# strings, ints and validated task numbers are written here: anything else (configs,
+# epoch lists with their nulls, an int subclass) goes through the json encoder itself.
+
+_ENCODER = json.JSONEncoder(separators=_SEPARATORS, sort_keys=True)
+_escape: Callable[[str], str] = json.encoder.encode_basestring_ascii
+"""json's own C string writer (with its quotes), as ``json.dumps`` uses it for ASCII output."""
 
 
-def _leading_zero(joined: str, numbers: list[str]) -> bool:
-    # Numbers are sorted shortest first, so a lone "0" can only be the first one.
-    zeros = joined.count(",0") + joined.startswith("0")
-    return zeros > 1 or (zeros == 1 and numbers[0] != "0")
+def _json(value: object) -> str:
+    """Any small value (configs, states, booleans), written by the json encoder."""
+    return _ENCODER.encode(value)
 
 
-def _group_tasks(tasks: Iterable[str]) -> dict[str, list[str]]:
-    """Task numbers (as digit strings) by connector, each list in numeric order."""
-    # Sorting the ids first makes most connectors contiguous, so grouping runs in C
-    # (groupby, itemgetter); a connector split by a dashed neighbour is merged below.
-    parts = map(str.rpartition, sorted(tasks), itertools.repeat("-"))
-    groups: dict[str, list[str]] = {}
-    for connector, items in itertools.groupby(parts, key=_FIRST):
-        numbers = list(map(_THIRD, items))
-        existing = groups.get(connector)
-        if existing is None:
-            groups[connector] = numbers
-        else:
-            existing.extend(numbers)
-            existing.sort()
-    for numbers in groups.values():
-        # Lexicographic, then shorter first (a stable sort): numeric order for digit strings.
-        numbers.sort(key=len)
-    return groups
+def _string(value: str) -> str:
+    return _escape(value) if type(value) is str else _json(value)
 
 
-_FIRST = operator.itemgetter(0)
-_THIRD = operator.itemgetter(2)
+def _integer(value: int) -> str:
+    # bool is an int subclass that json writes as true/false: only exact ints take the short cut.
+    return str(value) if type(value) is int else _json(value)
 
 
-def _task_numbers(connector: str, numbers: list[str]) -> list[int]:
-    joined = ",".join(numbers)
+def _object_text(fields: Mapping[str, str]) -> str:
+    """A JSON object from already-written values, keys sorted as ``sort_keys`` sorts them."""
+    return "{" + ",".join([_escape(key) + ":" + fields[key] for key in sorted(fields)]) + "}"
+
+
+def _canonical(joined: str) -> bool:
+    """Whether ``joined`` is canonical decimal task numbers in numeric order, comma-separated."""
     # One C-speed check for the whole list instead of one per task. Rejects what would
-    # not survive a round trip: no dash, an empty connector or number, non-ASCII digits,
-    # signs, or a leading zero ("A-01" would come back as "A-1").
-    if (
-        not connector
-        or not joined.isascii()
-        or not joined.replace(",", "").isdigit()
-        or ",," in joined
-        or joined.startswith(",")
-        or joined.endswith(",")
-        or _leading_zero(joined, numbers)
-    ):
-        ids = [f"{connector}-{number}" for number in numbers] if connector else numbers
-        bad = next((task for task in ids if not _is_task_id(task)), connector)
+    # not survive a round trip: an empty number, non-ASCII digits, signs, a dash, or a
+    # leading zero ("A-01" would come back as "A-1"). In numeric order, a lone "0" can
+    # only be the first number.
+    zeros = joined.count(",0") + joined.startswith("0")
+    return (
+        joined.isascii()
+        and joined.replace(",", "").isdigit()
+        and ",," not in joined
+        and not joined.startswith(",")
+        and not joined.endswith(",")
+        and (zeros == 0 or (zeros == 1 and (joined == "0" or joined.startswith("0,"))))
+    )
+
+
+def _check_task_numbers(connector: str, ids: list[str], numbers: list[str]) -> str:
+    """The task numbers of one connector joined by commas, once they are known to be canonical."""
+    joined = ",".join(numbers)
+    if not connector or not _canonical(joined):
+        bad = next((task for task in ids if not _is_task_id(task)), ids[0])
         raise errors.LocalProtocolError(f"task id {bad!r} is not '<connector>-<n>'")
-    return list(map(int, numbers))
+    return joined
 
 
 def _is_task_id(task: str) -> bool:
@@ -144,63 +150,111 @@ def _is_task_id(task: str) -> bool:
     )
 
 
-def _encode_resources(
-    resources: model.ConnectorsAndTasks,
-) -> tuple[RawResources, dict[str, list[str]]]:
-    groups = _group_tasks(resources.tasks)
-    tasks = {connector: _task_numbers(connector, numbers) for connector, numbers in groups.items()}
-    return {"connectors": sorted(resources.connectors), "tasks": tasks}, groups
+@dataclasses.dataclass(slots=True)
+class _TaskGroup:
+    """One connector's tasks, in numeric order: the ids, and their numbers joined by commas."""
+
+    ids: list[str]
+    numbers: str
 
 
-def _encode_epochs(
+def _group_tasks(tasks: Iterable[str]) -> dict[str, _TaskGroup]:
+    """Tasks by connector, each group in numeric order of task number (validated)."""
+    # Within one connector every id starts with the same "<connector>-", so ordering ids by
+    # length, then lexicographically, puts its numbers in numeric order (two C sorts, and
+    # the ids keep their cached hashes for the epoch look-ups). Leading zeros, which would
+    # break that, are rejected.
+    ids = sorted(tasks)
+    if not ids:
+        return {}
+    ids.sort(key=len)
+    group = _single_group(ids)
+    if group is not None:
+        return group
+    parts = map(str.rpartition, ids, itertools.repeat("-"))
+    by_connector: dict[str, tuple[list[str], list[str]]] = {}
+    for task, (connector, _, number) in zip(ids, parts, strict=True):
+        group_ids, numbers = by_connector.setdefault(connector, ([], []))
+        group_ids.append(task)
+        numbers.append(number)
+    return {
+        connector: _TaskGroup(group_ids, _check_task_numbers(connector, group_ids, numbers))
+        for connector, (group_ids, numbers) in by_connector.items()
+    }
+
+
+def _single_group(ids: list[str]) -> dict[str, _TaskGroup] | None:
+    """The one group of ``ids`` if they are all valid tasks of one connector, else None."""
+    # The usual case, in a few C string passes instead of a split per id: take the first
+    # id's "<connector>-" out of the joined ids, check that the rest is canonical numbers,
+    # and that putting the prefix back before each number gives the joined ids again. With
+    # no comma inside any id, equal texts mean equal ids, one by one.
+    connector = ids[0].rpartition("-")[0]
+    prefix = connector + "-"
+    joined_ids = ",".join(ids)
+    if not connector or joined_ids.count(",") != len(ids) - 1:
+        return None
+    joined = joined_ids[len(prefix) :].replace("," + prefix, ",")
+    if not _canonical(joined) or prefix + joined.replace(",", "," + prefix) != joined_ids:
+        return None
+    return {connector: _TaskGroup(ids, joined)}
+
+
+def _resources_text(connectors: frozenset[str], groups: Mapping[str, _TaskGroup]) -> str:
+    tasks = {connector: "[" + group.numbers + "]" for connector, group in groups.items()}
+    return _object_text(
+        {
+            "connectors": "[" + ",".join(map(_string, sorted(connectors))) + "]",
+            "tasks": _object_text(tasks),
+        }
+    )
+
+
+def _epochs_text(
     assigned: model.ConnectorsAndTasks,
-    groups: Mapping[str, list[str]],
+    groups: Mapping[str, _TaskGroup],
     epochs: Mapping[str, int],
-) -> RawEpochs:
+) -> str:
     # Aligned with assigned.tasks[connector]: integers parse far faster than 100,000 keys.
     # Epochs of resources that are not assigned are not sent (they mean nothing to the member).
     connectors = {name: epochs[name] for name in assigned.connectors if name in epochs}
-    tasks: dict[str, list[int | None]] = {}
+    tasks: dict[str, str] = {}
     if epochs:
-        for connector, numbers in groups.items():
-            values = list(map(epochs.get, map((connector + "-").__add__, numbers)))
+        for connector, group in groups.items():
+            values = list(map(epochs.get, group.ids))
             if values.count(None) != len(values):
-                tasks[connector] = values
-    return {"connectors": connectors, "tasks": tasks}
-
-
-def _dump(document: Mapping[str, Any]) -> str:
-    # ensure_ascii (the default) keeps len(text) equal to its size in bytes.
-    return json.dumps(document, separators=_SEPARATORS, sort_keys=True)
+                tasks[connector] = _json(values)  # nulls: tasks without an epoch
+    return _object_text({"connectors": _json(connectors), "tasks": _object_text(tasks)})
 
 
 def encode_assignment(assignment: messages.Assignment) -> str:
     """The ``assignment.json`` text of ``assignment`` (compact, keys sorted)."""
-    overlap = assignment.assigned.intersection(assignment.revoked)
-    if overlap:
+    if assignment.revoked and (overlap := assignment.assigned.intersection(assignment.revoked)):
         raise errors.LocalProtocolError(
             f"assignment for {assignment.member!r} both assigns and revokes {overlap.sorted()}"
         )
-    assigned, groups = _encode_resources(assignment.assigned)
-    document: RawAssignment = {
-        "version": CURRENT_VERSION,
-        "group": assignment.group,
-        "member": assignment.member,
-        "generation": assignment.generation,
-        "protocol": str(assignment.protocol),
-        "assigned": assigned,
-        "revoked": _encode_resources(assignment.revoked)[0],
-        "delayMs": assignment.delay_ms,
-        "leader": assignment.leader,
-        "epochs": _encode_epochs(assignment.assigned, groups, assignment.epochs),
-        "configs": {name: dict(config) for name, config in assignment.configs.items()},
-        "states": dict(assignment.states),
+    assigned = assignment.assigned
+    groups = _group_tasks(assigned.tasks)
+    revoked = assignment.revoked
+    fields = {
+        "version": _integer(CURRENT_VERSION),
+        "group": _string(assignment.group),
+        "member": _string(assignment.member),
+        "generation": _integer(assignment.generation),
+        "protocol": _string(str(assignment.protocol)),
+        "assigned": _resources_text(assigned.connectors, groups),
+        "revoked": _resources_text(revoked.connectors, _group_tasks(revoked.tasks)),
+        "delayMs": _integer(assignment.delay_ms),
+        "leader": _string(assignment.leader),
+        "epochs": _epochs_text(assigned, groups, assignment.epochs),
+        "configs": _json({name: dict(config) for name, config in assignment.configs.items()}),
+        "states": _json(dict(assignment.states)),
     }
     if assignment.policy:
-        document["policy"] = assignment.policy
+        fields["policy"] = _string(assignment.policy)
     if assignment.incarnation:
-        document["incarnation"] = assignment.incarnation
-    text = _dump(document)
+        fields["incarnation"] = _string(assignment.incarnation)
+    text = _object_text(fields)
     if len(text) > messages.MAX_ASSIGNMENT_BYTES:
         raise errors.LocalProtocolError(
             f"assignment for {assignment.member!r} is {len(text)} bytes, "
@@ -211,17 +265,18 @@ def encode_assignment(assignment: messages.Assignment) -> str:
 
 def encode_report(report: messages.Report) -> str:
     """The ``kooper.dev/report`` annotation text of ``report`` (compact, keys sorted)."""
-    document: RawReport = {
-        "version": CURRENT_VERSION,
-        "member": report.member,
-        "incarnation": report.incarnation,
-        "protocols": sorted(str(protocol) for protocol in report.protocols),
-        "generation": report.generation,
-        "owned": _encode_resources(report.owned)[0],
-        "failed": dict(report.failed),
-        "fenced": report.fenced,
+    owned = report.owned
+    fields = {
+        "version": _integer(CURRENT_VERSION),
+        "member": _string(report.member),
+        "incarnation": _string(report.incarnation),
+        "protocols": _json(sorted(str(protocol) for protocol in report.protocols)),
+        "generation": _integer(report.generation),
+        "owned": _resources_text(owned.connectors, _group_tasks(owned.tasks)),
+        "failed": _json(dict(report.failed)),
+        "fenced": _json(report.fenced),
     }
-    text = _dump(document)
+    text = _object_text(fields)
     if len(text) > messages.MAX_REPORT_BYTES:
         raise errors.LocalProtocolError(
             f"report of {report.member!r} is {len(text)} bytes, "
@@ -279,25 +334,33 @@ def _str_map(value: object, where: str) -> dict[str, str]:
     return dict(mapping)
 
 
-def _check_numbers(values: object, where: str, *, nullable: bool = False) -> list[Any]:
-    """A list of non-negative integers (or nulls): one C-speed pass, a slow pass to explain."""
-    what = "a non-negative integer or null" if nullable else "a non-negative integer"
-    if not isinstance(values, list):
-        raise _fail(where, "a list", values)
-    types = set(map(type, values))
-    allowed = _INT_OR_NONE if nullable else _INT_ONLY
-    if types <= allowed:
-        present = [value for value in values if value is not None] if nullable else values
-        if not present or min(present) >= 0:
+def _check_numbers(values: object, where: str, key: str, *, nullable: bool = False) -> list[Any]:
+    """``where[key]`` is a list of non-negative integers (or nulls); returns it.
+
+    One C-speed pass over the list; only a bad list gets the slow pass that names the
+    element (and only then is the field's name written out).
+    """
+    if type(values) is list:
+        types = set(map(type, values))
+        if types <= _INT_ONLY:
+            if not values or min(values) >= 0:
+                return values
+        # filter(None, ...) drops the nulls (and zeros, which are fine anyway).
+        elif nullable and types <= _INT_OR_NONE and min(filter(None, values), default=0) >= 0:
             return values
+    here = f"{where}[{key!r}]"
+    if not isinstance(values, list):
+        raise _fail(here, "a list", values)
+    what = "a non-negative integer or null" if nullable else "a non-negative integer"
     for index, value in enumerate(values):
         if not (value is None and nullable) and (not _is_int(value) or value < 0):
-            raise _fail(f"{where}[{index}]", what, value)
+            raise _fail(f"{here}[{index}]", what, value)
     raise AssertionError("unreachable: the fast check failed but no element is bad")
 
 
 _INT_ONLY: frozenset[type] = frozenset({int})
 _INT_OR_NONE: frozenset[type] = frozenset({int, type(None)})
+_STR_ONLY: frozenset[type] = frozenset({str})
 
 
 def _decode_resources(
@@ -305,25 +368,36 @@ def _decode_resources(
 ) -> tuple[model.ConnectorsAndTasks, dict[str, list[str]]]:
     raw = _object(value, where)
     connectors = raw.get("connectors", [])
-    if not isinstance(connectors, list):
+    if type(connectors) is not list:
         raise _fail(f"{where}.connectors", "a list of connector names", connectors)
-    for index, name in enumerate(connectors):
-        _str(name, f"{where}.connectors[{index}]", nonempty=True)
-    tasks_raw = _object(raw.get("tasks", {}), f"{where}.tasks")
+    if not set(map(type, connectors)) <= _STR_ONLY or "" in connectors:
+        for index, name in enumerate(connectors):
+            _str(name, f"{where}.connectors[{index}]", nonempty=True)
+    tasks_raw = raw.get("tasks", _EMPTY)
+    if type(tasks_raw) is not dict:
+        raise _fail(f"{where}.tasks", "an object", tasks_raw)
     groups: dict[str, list[str]] = {}
     count = 0
     for connector, numbers in tasks_raw.items():
         if not connector:
             raise _fail(f"{where}.tasks", "non-empty connector names", connector)
-        _check_numbers(numbers, f"{where}.tasks[{connector!r}]")
+        _check_numbers(numbers, f"{where}.tasks", connector)
         ids = [f"{connector}-{number}" for number in numbers]
         groups[connector] = ids
         count += len(ids)
-    tasks = frozenset(itertools.chain.from_iterable(groups.values()))
+    if not connectors and not groups:
+        return model.EMPTY, groups  # shared: an empty set is the usual "revoked"
+    if len(groups) == 1:
+        tasks = frozenset(ids)
+    else:
+        tasks = frozenset(itertools.chain.from_iterable(groups.values()))
     result = model.ConnectorsAndTasks(frozenset(connectors), tasks)
     if len(result.connectors) != len(connectors) or len(tasks) != count:
         raise errors.RemoteProtocolError(f"{where}: duplicate connector or task")
     return result, groups
+
+
+_EMPTY: Mapping[str, Any] = {}
 
 
 def _decode_epochs(
@@ -331,17 +405,20 @@ def _decode_epochs(
 ) -> dict[str, int]:
     raw = _object(value, where)
     epochs: dict[str, int] = {}
-    for name, epoch in _object(raw.get("connectors", {}), f"{where}.connectors").items():
+    for name, epoch in _object(raw.get("connectors", _EMPTY), f"{where}.connectors").items():
         if name not in connectors:
             raise _fail(f"{where}.connectors", "epochs of assigned connectors only", name)
         epochs[name] = _int(epoch, f"{where}.connectors[{name!r}]", minimum=0)
-    for connector, values in _object(raw.get("tasks", {}), f"{where}.tasks").items():
-        here = f"{where}.tasks[{connector!r}]"
-        _check_numbers(values, here, nullable=True)
+    tasks_raw = raw.get("tasks", _EMPTY)
+    if type(tasks_raw) is not dict:
+        raise _fail(f"{where}.tasks", "an object", tasks_raw)
+    for connector, values in tasks_raw.items():
+        _check_numbers(values, f"{where}.tasks", connector, nullable=True)
         ids = groups.get(connector, ())
         if len(values) != len(ids):
             raise errors.RemoteProtocolError(
-                f"{here}: expected {len(ids)} epochs (one per assigned task), got {len(values)}"
+                f"{where}.tasks[{connector!r}]: expected {len(ids)} epochs "
+                f"(one per assigned task), got {len(values)}"
             )
         if None in values:
             pairs = zip(ids, values, strict=True)
@@ -351,21 +428,22 @@ def _decode_epochs(
     return epochs
 
 
+_PROTOCOLS: Mapping[str, model.Protocol] = {str(protocol): protocol for protocol in model.Protocol}
+
+
 def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
     where = "assignment"
     protocol = _field(document, where, "protocol")
-    try:
-        group_protocol = model.Protocol(protocol)
-    except ValueError:
-        raise _fail(f"{where}.protocol", "'eager' or 'compatible'", protocol) from None
+    group_protocol = _PROTOCOLS.get(protocol) if type(protocol) is str else None
+    if group_protocol is None:
+        raise _fail(f"{where}.protocol", "'eager' or 'compatible'", protocol)
     configs_raw = _object(document.get("configs", {}), f"{where}.configs")
     configs = {
         name: _str_map(config, f"{where}.configs[{name!r}]") for name, config in configs_raw.items()
     }
     assigned, groups = _decode_resources(_field(document, where, "assigned"), f"{where}.assigned")
     revoked = _decode_resources(document.get("revoked", {}), f"{where}.revoked")[0]
-    overlap = assigned.intersection(revoked)
-    if overlap:
+    if revoked and (overlap := assigned.intersection(revoked)):
         raise errors.RemoteProtocolError(
             f"{where}: resources both assigned and revoked: {overlap.sorted()[:5]}"
         )
