@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("bench_assignor.py", "bench_sim.py", "bench_operator.py", "bench_analytics.py")
+BENCHMARKS = (
+    "bench_assignor.py",
+    "bench_codec.py",
+    "bench_sim.py",
+    "bench_operator.py",
+    "bench_analytics.py",
+)
 
 
 def main() -> int:
