@@ -80,7 +80,7 @@ def _worker_rows(runner: pods.PodRunner) -> list[events.Event]:
     return rows
 
 
-def _wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
+def wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
                     expected: int, settle_s: float, timeout_s: float) -> None:
     """Every resource runs on exactly one member and nothing changed for ``settle_s``."""
     deadline = time.monotonic() + timeout_s
@@ -124,12 +124,12 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
                                 namespace=embedded.namespace,
                                 worker_args=worker_args(settings, run=name))
         try:
-            _create_objects(embedded, settings, protocol=protocol, policy=policy,
-                            app_label=runner.app_label)
+            create_objects(embedded, settings, protocol=protocol, policy=policy,
+                           app_label=runner.app_label)
             runner.start_all()
             progress(f"[{name}] {settings.pods} pods started; waiting for "
                      f"{settings.resources} resources to run")
-            _wait_converged(runner, embedded, expected=settings.resources,
+            wait_converged(runner, embedded, expected=settings.resources,
                             settle_s=settings.settle_s, timeout_s=90)
             start_ms = now_ms()
             progress(f"[{name}] converged; rolling restart (highest ordinal first)")
@@ -137,7 +137,7 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
                 restart_s=settings.restart_s, joined=runner.has_joined,
                 progress=lambda line: progress(f"[{name}]   {line}"))
             progress(f"[{name}] every pod restarted; waiting for convergence")
-            _wait_converged(runner, embedded, expected=settings.resources,
+            wait_converged(runner, embedded, expected=settings.resources,
                             settle_s=settings.settle_s,
                             timeout_s=settings.max_delay_s + settings.lease_s * 3 + 30)
             end_ms = now_ms()
@@ -164,8 +164,9 @@ def worker_args(settings: Settings, *, run: str) -> tuple[str, ...]:
             "--start-ms", str(settings.start_ms), "--stop-ms", str(settings.stop_ms))
 
 
-def _create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, protocol: str,
-                    policy: str, app_label: str) -> None:
+def create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, protocol: str,
+                   policy: str, app_label: str) -> None:
+    """The WorkerGroup ``demo`` (selecting ``app_label``) and the settings' Connectors."""
     embedded.create("workergroups", {
         "apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
         "metadata": {"name": GROUP},

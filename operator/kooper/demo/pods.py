@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from kooper.core import errors
@@ -100,11 +100,16 @@ class PodRunner:
         namespace: str = "default",
         replicas: int = 6,
         worker_args: tuple[str, ...] = ("--demo",),
+        worker_args_for: Callable[[int], Sequence[str]] | None = None,
         worker_env: Mapping[str, str] | None = None,
         command: tuple[str, ...] | None = None,
         grace_s: float = 10.0,
     ) -> None:
-        """Prepare a runner; ``command`` replaces ``python -m kooper.cli worker`` (tests)."""
+        """Prepare a runner; ``command`` replaces ``python -m kooper.cli worker`` (tests).
+
+        ``worker_args_for(ordinal)``, when given, replaces ``worker_args`` per pod
+        (e.g. a health port each, as every pod of a real cluster has its own IP).
+        """
         self.cluster = cluster
         self.workdir = workdir
         self.set_name = set_name
@@ -112,6 +117,7 @@ class PodRunner:
         self.namespace = namespace
         self.replicas = replicas
         self.worker_args = worker_args
+        self.worker_args_for = worker_args_for
         self.worker_env = dict(worker_env or {})
         self.command = command or (sys.executable, "-m", "kooper.cli", "worker")
         self.grace_s = grace_s
@@ -131,14 +137,23 @@ class PodRunner:
 
     # -- the StatefulSet -----------------------------------------------------------------
 
-    def create_statefulset(self) -> None:
-        """Create the StatefulSet object the pods are owned by (the operator reads replicas)."""
-        body = {
-            "metadata": {"name": self.set_name, "labels": {WORKER_LABEL: self.app_label}},
-            "spec": {"replicas": self.replicas, "serviceName": self.set_name,
-                     "selector": {"matchLabels": {WORKER_LABEL: self.app_label}},
-                     "template": {"metadata": {"labels": {WORKER_LABEL: self.app_label}}}},
-        }
+    def create_statefulset(self, body: Mapping[str, Any] | None = None) -> None:
+        """Create the StatefulSet object the pods are owned by (the operator reads replicas).
+
+        ``body`` (e.g. a manifest from examples/) replaces the minimal one; its
+        name and replicas must be the runner's.
+        """
+        if body is None:
+            body = {
+                "metadata": {"name": self.set_name, "labels": {WORKER_LABEL: self.app_label}},
+                "spec": {"replicas": self.replicas, "serviceName": self.set_name,
+                         "selector": {"matchLabels": {WORKER_LABEL: self.app_label}},
+                         "template": {"metadata": {"labels": {WORKER_LABEL: self.app_label}}}},
+            }
+        elif (body["metadata"]["name"], body["spec"]["replicas"]) != (self.set_name,
+                                                                      self.replicas):
+            raise DemoError(f"StatefulSet {body['metadata']['name']} x{body['spec']['replicas']}"
+                            f" is not the runner's {self.set_name} x{self.replicas}")
         created = self.cluster.create("statefulsets", body, namespace=self.namespace)
         self._set_uid = str(created["metadata"]["uid"])
 
@@ -168,7 +183,8 @@ class PodRunner:
         log = (self.workdir / f"{stem}.log").open("wb")
         env = child_env(self.cluster.url, {"POD_NAME": name, "POD_NAMESPACE": self.namespace,
                                            "POD_UID": uid, **self.worker_env})
-        argv = [*self.command, *self.worker_args, "--events-file", str(events_file)]
+        args = self.worker_args if self.worker_args_for is None else self.worker_args_for(ordinal)
+        argv = [*self.command, *args, "--events-file", str(events_file)]
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         pod = Pod(name=name, uid=uid, process=process, events_file=events_file, log=log,
                   started_at=time.monotonic())

@@ -1,0 +1,69 @@
+"""A pod stopped the kubelet's way, with the real operator and the real worker (~15 s)."""
+
+import json
+
+from kooper.demo import cluster, drill, pods, recorder
+from kooper.protocol import codec, messages
+from kooper.sim import metrics
+
+# A Lease that would take five minutes to expire: whatever happens faster is the
+# worker's own graceful leave, not an expiry.
+SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_s=0,
+                          lease_s=300, start_ms=100, stop_ms=200)
+
+
+def audit_rows(embedded):
+    return [json.loads(line) for line in embedded.audit_log.read_text().splitlines()
+            if line.startswith("{")]
+
+
+def test_a_stopped_pod_stops_its_work_releases_its_lease_and_the_operator_moves_the_work(
+        tmp_path):
+    seen = []
+
+    def listen(_rv, spec, kind, obj, _old):
+        if spec.plural in ("pods", "leases") and obj["metadata"]["name"].endswith("workers-1"):
+            seen.append((kind, spec.plural, obj))
+
+    with cluster.EmbeddedCluster(workdir=tmp_path) as embedded:
+        runner = pods.PodRunner(embedded.api, workdir=tmp_path, replicas=SETTINGS.pods,
+                                worker_args=drill.worker_args(SETTINGS, run="leave"))
+        try:
+            drill.create_objects(embedded, SETTINGS, protocol="compatible", policy="kooper",
+                                 app_label=runner.app_label)
+            runner.start_all()
+            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                                 timeout_s=60)
+            before = metrics.running(recorder.read_rows(runner.pods["workers-1"].events_file),
+                                     at_ms=drill.now_ms())
+            assert before, "both members run something (3 resources over 2 members)"
+            embedded.api.store.subscribe(listen)
+            stopped = runner.stop_pod(1)
+            embedded.api.store.unsubscribe(listen)
+            assert stopped == pods.Stopped(name="workers-1", returncode=0, graceful=True)
+            # The operator reassigns at once (no delay configured, no Lease expiry awaited).
+            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                                 timeout_s=60)
+            leaves = [r for r in audit_rows(embedded)
+                      if r["event"] == "leave" and r["member"] == "workers-1"]
+        finally:
+            runner.shutdown()
+
+    # Kubelet order: terminating Pod, then the worker's last report owning nothing and
+    # its own Lease deletion, then the Pod object goes.
+    kinds = [(kind, plural) for kind, plural, _ in seen]
+    terminating = next(i for i, (_, plural, obj) in enumerate(seen)
+                       if plural == "pods" and obj["metadata"].get("deletionTimestamp"))
+    lease_gone = kinds.index(("DELETED", "leases"))
+    assert terminating < lease_gone < kinds.index(("DELETED", "pods"))
+    last_lease = seen[lease_gone][2]
+    report = codec.decode_report(last_lease["metadata"]["annotations"][
+        messages.REPORT_ANNOTATION])
+    assert len(report.owned) == 0
+    assert len(leaves) == 1
+    # Everything the worker ran it stopped itself before exiting, and nothing ran twice.
+    rows = recorder.collect(worker_files=runner.events_files(), audit_file=embedded.audit_log,
+                            run="leave", group="demo", protocol="compatible", policy="kooper")
+    gone_rows = [r for r in rows if r.member == "workers-1" and r.event in ("start", "stop")]
+    assert {r.resource for r in gone_rows if r.event == "stop"} == {key[1] for key in before}
+    assert metrics.run_metrics(rows).overlaps == 0
