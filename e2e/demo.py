@@ -24,7 +24,9 @@ BASELINE = {
     "leaseDurationSeconds": 15,
     "clockSkewSeconds": 5,
 }
-DEFAULT_ARGS = ["worker", "--demo"]
+# The examples' worker args (probes need the health port; tests/demo checks they agree).
+DEFAULT_ARGS = ["worker", "--demo", "--health-port", "8080",
+                "--lease-seconds", "15", "--renew-seconds", "5"]
 REPLICAS = 4
 
 
