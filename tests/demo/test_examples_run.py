@@ -9,6 +9,7 @@ import yaml
 
 from kooper.demo import cluster, drill, pods, recorder
 from kooper.sdk import demo
+from kooper.sim import metrics
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
@@ -101,21 +102,24 @@ def test_the_examples_run_on_the_embedded_cluster_with_probes_and_configured_lat
             runner.create_statefulset(sts)
             for ordinal in range(replicas):
                 runner.start_pod(ordinal)
-            drill.wait_converged(runner, embedded, expected=wanted, settle_s=0.5, timeout_s=90)
+            drill.wait_converged(runner, embedded, expected=wanted, settle_s=0.5, timeout_s=90,
+                                 balanced=True)
             for ordinal, port in enumerate(ports):
                 live = container["livenessProbe"]["httpGet"]["path"]
                 ready = container["readinessProbe"]["httpGet"]["path"]
                 assert (probe(port, live), probe(port, ready)) == (200, 200), ordinal
             last = runner.pods[runner.pod_name(replicas - 1)]
-            ran = {r.resource for r in recorder.read_rows(last.events_file) if r.event == "start"}
             sigterm_ms = drill.now_ms()
+            running = metrics.running(recorder.read_rows(last.events_file), at_ms=sigterm_ms)
             stopped = runner.stop_pod(replicas - 1)
         finally:
             runner.shutdown()
     assert stopped == pods.Stopped(name=last.name, returncode=0, graceful=True)
+    # (Stops before the SIGTERM were revocations while the group formed.)
     stops = {r.resource: r.ts_ms - sigterm_ms for r in recorder.read_rows(last.events_file)
-             if r.event == "stop"}
-    assert set(stops) == ran
+             if r.event == "stop" and r.ts_ms >= sigterm_ms}
+    assert set(stops) == {resource for _, resource in running}
+    assert stops
     # Each graceful stop took at least its connector's stop.ms (the worker default is 0).
     stop_ms = {c["metadata"]["name"]: int(c["spec"]["config"]["stop.ms"]) for c in connectors}
     for resource, took in stops.items():

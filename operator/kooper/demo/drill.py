@@ -14,7 +14,7 @@ import pathlib
 import time
 from collections.abc import Callable, Sequence
 
-from kooper.core import events
+from kooper.core import events, model
 from kooper.demo import cluster, pods, recorder
 from kooper.sim import metrics
 
@@ -81,8 +81,14 @@ def _worker_rows(runner: pods.PodRunner) -> list[events.Event]:
 
 
 def wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
-                    expected: int, settle_s: float, timeout_s: float) -> None:
-    """Every resource runs on exactly one member and nothing changed for ``settle_s``."""
+                   expected: int, settle_s: float, timeout_s: float,
+                   balanced: bool = False) -> None:
+    """Every resource runs on exactly one member and nothing changed for ``settle_s``.
+
+    ``balanced`` also waits until the pods' connector and task counts each
+    differ by at most one (a group that just formed may still be moving work
+    to the members that joined last).
+    """
     deadline = time.monotonic() + timeout_s
     last_count = -1
     stable_since = time.monotonic()
@@ -93,6 +99,8 @@ def wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
         running = metrics.running(rows, at_ms=now_ms())
         healthy = (sum(1 for m in running.values() if len(m) == 1) == expected
                    and all(len(m) <= 1 for m in running.values()))
+        if healthy and balanced:
+            healthy = _balanced(running, members=list(runner.pods))
         if len(rows) != last_count:
             last_count, stable_since = len(rows), time.monotonic()
         if healthy and time.monotonic() - stable_since >= settle_s:
@@ -102,6 +110,19 @@ def wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
             raise TimeoutError(f"not converged after {timeout_s}s: {busy}/{expected} running "
                                f"(logs in {runner.workdir})")
         time.sleep(0.2)
+
+
+def _balanced(running: dict[metrics.Key, set[str]], *, members: Sequence[str]) -> bool:
+    """Connector instances and tasks each spread over ``members`` within one of each other."""
+    for tasks in (False, True):
+        load = dict.fromkeys(members, 0)
+        for (_, resource), owners in running.items():
+            if (model.resource_sort_key(resource)[1] > 0) is tasks:
+                for member in owners:
+                    load[member] = load.get(member, 0) + 1
+        if load and max(load.values()) - min(load.values()) > 1:
+            return False
+    return True
 
 
 def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path,
@@ -130,7 +151,7 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
             progress(f"[{name}] {settings.pods} pods started; waiting for "
                      f"{settings.resources} resources to run")
             wait_converged(runner, embedded, expected=settings.resources,
-                            settle_s=settings.settle_s, timeout_s=90)
+                           settle_s=settings.settle_s, timeout_s=90, balanced=True)
             start_ms = now_ms()
             progress(f"[{name}] converged; rolling restart (highest ordinal first)")
             runner.rolling_restart(
@@ -138,8 +159,8 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
                 progress=lambda line: progress(f"[{name}]   {line}"))
             progress(f"[{name}] every pod restarted; waiting for convergence")
             wait_converged(runner, embedded, expected=settings.resources,
-                            settle_s=settings.settle_s,
-                            timeout_s=settings.max_delay_s + settings.lease_s * 3 + 30)
+                           settle_s=settings.settle_s,
+                           timeout_s=settings.max_delay_s + settings.lease_s * 3 + 30)
             end_ms = now_ms()
             if converged is not None:
                 converged(embedded)
