@@ -72,7 +72,8 @@ def group_protocol(snapshot: model.Snapshot) -> model.Protocol:
     """The protocol the group runs: eager if configured so or if any member speaks only eager."""
     if snapshot.settings.protocol is model.Protocol.EAGER:
         return model.Protocol.EAGER
-    if any(not member.cooperative for member in snapshot.members.values()):
+    compatible = model.Protocol.COMPATIBLE  # (``Member.cooperative``, without a call each)
+    if any(compatible not in member.protocols for member in snapshot.members.values()):
         return model.Protocol.EAGER
     return model.Protocol.COMPATIBLE
 
@@ -138,34 +139,38 @@ class _Round:
         members = snapshot.members
         self.order = sorted(members)
         # Departed: gone, back under the same name as a new process, or fenced.
+        incarnations = previous.incarnations
         self.departed = {
             member
             for member in previous.assignments
             if member not in members
             or (
-                previous.incarnations.get(member, "")
-                and members[member].incarnation != previous.incarnations[member]
+                incarnations.get(member, "")
+                and members[member].incarnation != incarnations[member]
             )
-            or _fenced_since_assigned(members[member], previous)
+            or (members[member].fenced and _fenced_since_assigned(members[member], previous))
         }
         self.current: Holdings = {}
         self.held: Holdings = {}
         memo = cache.held_of
         fresh: dict[ids.WorkerId, _HeldMemo] = {}
+        empty = model.EMPTY
+        departed = self.departed
+        was_assigned, was_revoking = previous.assignments, previous.revoking
+        assigned_at = previous.assigned_at
+        forgotten = previous.forgotten
         for member in self.order:
             report = members[member]
-            if member in self.departed or member not in previous.assignments:
-                current = report.owned if previous.forgotten else model.EMPTY
-                unacked = model.EMPTY
-            else:
-                current = previous.assignments[member]
-                unacked = (
-                    previous.revoking.get(member, model.EMPTY)
-                    if report.generation < previous.assigned_at.get(member, 0)
-                    else model.EMPTY
-                )
-            self.current[member] = current
             owned = report.owned
+            current = was_assigned.get(member)
+            if current is None or member in departed:
+                current = owned if forgotten else empty
+                unacked = empty
+            elif member in was_revoking and report.generation < assigned_at.get(member, 0):
+                unacked = was_revoking[member]
+            else:
+                unacked = empty
+            self.current[member] = current
             known = memo.get(member)
             if (
                 known is not None
@@ -174,7 +179,7 @@ class _Round:
                 and known[2] is unacked
             ):
                 held = known[3]  # same objects as a recent round: same holding
-            elif not unacked and (owned is current or owned == current):
+            elif (unacked is empty or not unacked) and (owned is current or owned == current):
                 held = current  # settled: the common case, no copy
             else:
                 held = current.union(owned).union(unacked)
@@ -203,28 +208,36 @@ class _Round:
     ) -> model.Plan:
         previous = self.previous
         members = self.snapshot.members
-        revoked: Holdings = {}
-        changed: set[ids.WorkerId] = set()
-        newly: Holdings = {}
-        for member in self.order:
-            assigned = nxt[member]
-            held = self.held[member]
-            gone = model.EMPTY if held is assigned else held.difference(assigned)
-            revoked[member] = gone
-            before = self.current[member]
-            if assigned is not before and assigned != before:
-                newly_given = assigned.difference(before)
-                if newly_given:
-                    newly[member] = newly_given
-            unchanged = (
-                member not in self.departed
-                and member in previous.assignments
-                and _same(previous.assignments[member], assigned)
-                and _same(previous.revoking.get(member, model.EMPTY), gone)
-                and previous.protocol is protocol
-            )
-            if not unchanged:
-                changed.add(member)
+        # Comprehensions, locals, and ``is`` before ``==``: these run over every member
+        # every round, and most members' sets are the very objects of the last round.
+        empty = model.EMPTY
+        order = self.order
+        held_of, current_of = self.held, self.current
+        was_assigned, was_revoking = previous.assignments, previous.revoking
+        departed = self.departed
+        revoked: Holdings = {
+            member: empty if (held := held_of[member]) is (assigned := nxt[member])
+            else held.difference(assigned)
+            for member in order
+        }
+        newly: Holdings = {
+            member: given
+            for member in order
+            if (assigned := nxt[member]) is not (before := current_of[member])
+            and assigned != before
+            and (given := assigned.difference(before))
+        }
+        if previous.protocol is not protocol:
+            changed = set(order)
+        else:
+            changed = {
+                member
+                for member in order
+                if member in departed
+                or (was := was_assigned.get(member)) is None
+                or not _same(was, nxt[member])
+                or not _same(was_revoking.get(member, empty), revoked[member])
+            }
         restarted = self._restarted(nxt, newly)
         changed.update(restarted)
         generation = previous.generation + 1 if changed else previous.generation
@@ -242,7 +255,9 @@ class _Round:
         revoking = {
             member: gone
             for member, gone in revoked.items()
-            if gone and (member in changed or members[member].generation < assigned_at[member])
+            if gone is not empty
+            and gone
+            and (member in changed or members[member].generation < assigned_at[member])
         }
         state = model.PlanState(
             generation=generation,
@@ -257,23 +272,22 @@ class _Round:
             eager_revoking=eager_revoking,
         )
         known = self.cache.plans
-        plans: dict[ids.WorkerId, model.MemberPlan] = {}
-        for member in self.order:
-            assigned, gone, at = nxt[member], revoked[member], assigned_at[member]
-            plan_ = known.get(member)
-            if (
-                plan_ is None
-                or plan_.assigned is not assigned
-                or plan_.revoked is not gone
-                or plan_.generation != at
-            ):
-                plan_ = model.MemberPlan(assigned=assigned, revoked=gone, generation=at)
-            plans[member] = plan_
+        plans = {
+            member: plan_
+            if (plan_ := known.get(member)) is not None
+            and plan_.assigned is nxt[member]
+            and plan_.revoked is revoked[member]
+            and plan_.generation == assigned_at[member]
+            else model.MemberPlan(
+                assigned=nxt[member], revoked=revoked[member], generation=assigned_at[member]
+            )
+            for member in order
+        }
         self.cache.plans = plans
         # Assignments never overlap (the barrier), so counting is enough to know
         # whether anything is unassigned; build the sets only when it is.
         unassigned = model.EMPTY
-        if sum(len(assigned) for assigned in nxt.values()) != len(self.configured):
+        if sum(len(a.connectors) + len(a.tasks) for a in nxt.values()) != len(self.configured):
             if self.cache.persistent:
                 index = self.cache.assigned
                 index.sync(nxt)
@@ -382,16 +396,19 @@ class _Round:
         bad_t = held.t.outside | {r for r in twice if r in held_t}
         nxt_c = _Draft()
         nxt = _Draft()
-        for member in self.order:
-            current = self.current[member]
-            nxt_c.base[member] = (
-                current.connectors
-                if bad_c.isdisjoint(current.connectors)
-                else current.connectors - bad_c
-            )
-            nxt.base[member] = (
-                current.tasks if bad_t.isdisjoint(current.tasks) else current.tasks - bad_t
-            )
+        current_of = self.current
+        nxt_c.base = {
+            member: current.connectors
+            if not bad_c or bad_c.isdisjoint(current.connectors)
+            else current.connectors - bad_c
+            for member, current in current_of.items()
+        }
+        nxt.base = {
+            member: current.tasks
+            if not bad_t or bad_t.isdisjoint(current.tasks)
+            else current.tasks - bad_t
+            for member, current in current_of.items()
+        }
 
         # Lost work: what departed members held, still wanted and held by nobody.
         lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = dict(previous.lost)
@@ -463,9 +480,12 @@ class _Round:
             else:
                 self._balance_as_one_pool(nxt_c, nxt, free_c, free_t, balancing=delay is None)
 
-        result: Holdings = {}
-        for member in self.order:
-            current = self.current[member]
+        result: Holdings = dict(current_of)  # members whose sets were not edited
+        touched = (
+            self.order if bad_c or bad_t else sorted(nxt_c.edited.keys() | nxt.edited.keys())
+        )
+        for member in touched:
+            current = current_of[member]
             connectors, tasks = nxt_c.frozen(member), nxt.frozen(member)
             # ``is`` first: frozenset equality does not shortcut on identity.
             if (connectors is current.connectors or connectors == current.connectors) and (
@@ -518,17 +538,17 @@ class _Round:
         total_c = len(self.configured.connectors)
         total_t = len(self.configured.tasks)
         if balancing:
-            counts = balance.revocation_counts({m: nxt_c.size(m) for m in self.order}, total_c)
+            counts = balance.revocation_counts(nxt_c.sizes(), total_c)
             for member, count in counts.items():
                 nxt_c.edit(member).difference_update(balance.pick_last(nxt_c.get(member), count))
-            counts = balance.revocation_counts({m: nxt_t.size(m) for m in self.order}, total_t)
+            counts = balance.revocation_counts(nxt_t.sizes(), total_t)
             for member, count in counts.items():
                 picked = balance.pick_spread_tasks(nxt_t.get(member), count)
                 nxt_t.edit(member).difference_update(picked)
         if free_c:
             given = balance.allocate(
                 sorted(free_c, key=model.resource_sort_key),
-                {m: nxt_c.size(m) for m in self.order},
+                nxt_c.sizes(),
                 total=total_c,
             )
             for member, resources in given.items():
@@ -545,7 +565,7 @@ class _Round:
                 group_counts = balance.count_groups(holdings, groups)
             given = balance.allocate(
                 ordered,
-                {m: nxt_t.size(m) for m in self.order},
+                nxt_t.sizes(),
                 total=total_t,
                 group_of=balance.task_group,
                 group_counts=group_counts,
@@ -604,6 +624,13 @@ class _Draft:
     def size(self, member: ids.WorkerId) -> int:
         """How many resources the member holds now."""
         return len(self.get(member))
+
+    def sizes(self) -> dict[ids.WorkerId, int]:
+        """Every member's size, in member order."""
+        sizes = {member: len(resources) for member, resources in self.base.items()}
+        for member, resources in self.edited.items():
+            sizes[member] = len(resources)
+        return sizes
 
     def edit(self, member: ids.WorkerId) -> set[str]:
         """A mutable copy of the member's set (made once)."""
@@ -666,7 +693,7 @@ class _Kind:
     or more. ``has`` answers ``resource in``: held by anyone.
     """
 
-    __slots__ = ("configured", "count", "free", "has", "outside", "twice")
+    __slots__ = ("configured", "count", "free", "has", "outside", "removed", "twice")
 
     def __init__(self, configured: frozenset[str]) -> None:
         self.configured = configured
@@ -675,6 +702,21 @@ class _Kind:
         self.free: set[str] = set(configured)
         self.outside: set[str] = set()
         self.twice: set[str] = set()
+        self.removed = 0
+        """Elements removed from the sets since they were last compacted."""
+
+    def compact(self) -> None:
+        """Re-allocate the sets after many removals.
+
+        A Python set never shrinks its table, and iterating or copying it costs the
+        table's size: the free set of the first round (every configured resource)
+        would make every later ``free - deferred`` cost 100,000 steps.
+        """
+        if self.removed > 1_024:
+            self.free = set(self.free)
+            self.outside = set(self.outside)
+            self.twice = set(self.twice)
+            self.removed = 0
 
     @classmethod
     def once(cls, union: set[str], configured: frozenset[str]) -> _Kind:
@@ -694,7 +736,7 @@ class _Kind:
         else:
             self.count.update(Counter(itertools.chain.from_iterable(parts)))
             self.twice.update(r for r, n in self.count.items() if n > 1)
-        self.free.difference_update(union)
+        self.free = self.free.difference(union)
         self.outside.update(union.difference(self.configured))
 
     def add(self, resources: AbstractSet[str]) -> None:
@@ -706,6 +748,7 @@ class _Kind:
             if n == 0:
                 if resource in self.configured:
                     self.free.discard(resource)
+                    self.removed += 1
                 else:
                     self.outside.add(resource)
             elif n == 1:
@@ -722,10 +765,12 @@ class _Kind:
                     self.free.add(resource)
                 else:
                     self.outside.discard(resource)
+                    self.removed += 1
             else:
                 count[resource] = n - 1
                 if n == 2:
                     self.twice.discard(resource)
+                    self.removed += 1
 
 
 class _Union:
@@ -775,10 +820,10 @@ class _Union:
             c.bulk([h.connectors for h in held])
             t.bulk([h.tasks for h in held])
         else:
-            for member, new in sets.items():
+            moved = [member for member, new in sets.items() if old.get(member) is not new]
+            for member in moved:
+                new = sets[member]
                 before = old.get(member, model.EMPTY)
-                if before is new:
-                    continue
                 c.drop(before.connectors - new.connectors)
                 t.drop(before.tasks - new.tasks)
                 c.add(new.connectors - before.connectors)
@@ -787,6 +832,8 @@ class _Union:
                 if member not in sets:
                     c.drop(before.connectors)
                     t.drop(before.tasks)
+            c.compact()
+            t.compact()
         self.sets = dict(sets)
 
 
