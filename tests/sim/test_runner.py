@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from kooper.core import model
+from kooper.core import ids, model
 from kooper.sim import chaos, metrics, runner, scenarios
 
 P = model.Protocol
@@ -105,3 +106,21 @@ def test_an_sdk_session_fenced_and_back_before_it_is_declared_departed_runs_its_
     cut = scenarios.Scenario("cut", (scenarios.Step(scenarios.Action.PARTITION, pod=1,
                                                      down_ms=17_000),))
     assert chaos.check(drill(cut, P.COMPATIBLE, Q.KOOPER, delay_ms=0, sessions=True)) == []
+
+
+def test_sdk_sessions_get_the_planned_incarnation_and_ignore_a_document_for_another():
+    config = runner.Config(pods=2, connectors=1, tasks=2, sessions=True, seed=3)
+    sim = runner.Sim(config, scenarios.Scenario("formed", ()))
+    assert sim.run().violations == []
+    name = ids.WorkerId("sim-0")
+    pod = sim.pods[name]
+    assert pod.session is not None
+    assert pod.session.assignment is not None
+    planned = sim.written[name][1]
+    assert sim.written[name][0] == pod.incarnation
+    newer = dataclasses.replace(planned, generation=planned.generation + 10)
+    sim._doc(name, pod.token, "a-previous-life", newer)
+    assert pod.session.assignment.generation == planned.generation
+    sim._doc(name, pod.token, pod.incarnation, newer)
+    assert pod.session.assignment.generation == newer.generation
+    assert pod.session.assignment.incarnation == pod.incarnation

@@ -347,16 +347,21 @@ class Sim:
     def _doc(self, name: ids.WorkerId, token: int, incarnation: str,
              doc: model.MemberPlan) -> None:
         pod = self._pod(name, token)
-        if pod is None or pod.partitioned or incarnation != pod.incarnation:
-            return  # a document planned for a previous life of this pod is not ours
+        if pod is None or pod.partitioned:
+            return
         if pod.session is not None:
+            # The document names the incarnation it was planned for; the session
+            # itself ignores one meant for a previous life of this pod.
             protocol, epochs = self.doc_meta.get((name, doc.generation),
                                                  (self.state.protocol, {}))
             pod.session.receive_assignment(messages.Assignment(
                 group=self.config.group, member=name, generation=doc.generation,
-                protocol=protocol, assigned=doc.assigned, revoked=doc.revoked, epochs=epochs))
+                protocol=protocol, assigned=doc.assigned, revoked=doc.revoked, epochs=epochs,
+                incarnation=incarnation))
             self._pump(pod)
             return
+        if incarnation and incarnation != pod.incarnation:
+            return  # a document planned for a previous life of this pod is not ours
         newest = pod.latest.generation if pod.latest is not None else -1
         if doc.generation <= max(newest, pod.generation):
             return
