@@ -12,7 +12,7 @@ import pytest
 from tests.analytics import scenarios
 
 from kooper import cli
-from kooper.analytics import errors, job
+from kooper.analytics import errors, job, options
 from kooper.core import events
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -155,4 +155,4 @@ def test_spark_submit_entry_point_reports_errors_in_one_line(tmp_path, capsys):
     assert job.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.startswith("job.py: error: no event logs")
     with pytest.raises(errors.AnalyticsError, match="KEY=VALUE"):
-        job.parse_conf(["novalue"])
+        options.parse_conf(["novalue"])

@@ -13,27 +13,20 @@ from pyspark import sql
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 from tests.analytics import scenarios
 
-from kooper.analytics import schema, transforms
+from kooper.analytics import eventlog, schema, transforms
 
 R = sql.Row
 
 
 def pipeline(df: sql.DataFrame) -> dict[str, sql.DataFrame]:
-    bounds = transforms.run_bounds(df)
-    spans = transforms.intervals(df, bounds).cache()
-    segs = transforms.segments(spans, bounds).cache()
-    calm = transforms.undisturbed(spans, transforms.disturbed_members(df))
-    resources = transforms.resource_stats(segs, transforms.moves(df), calm).cache()
-    overlapping = transforms.overlaps(spans).cache()
-    balance = transforms.imbalance(df, spans, bounds).cache()
-    converged = transforms.convergence(df)
+    tables = transforms.analyze(df)
     return {
-        "intervals": spans,
-        "resources": resources,
-        "overlaps": overlapping,
-        "imbalance": balance,
-        "timeline": transforms.timeline(segs, bounds),
-        "metrics": transforms.metrics(df, resources, overlapping, balance, converged),
+        "intervals": tables.intervals,
+        "resources": tables.resources,
+        "overlaps": tables.overlaps,
+        "imbalance": tables.imbalance,
+        "timeline": tables.running,
+        "metrics": tables.metrics,
     }
 
 
@@ -73,7 +66,7 @@ def test_normalize_fills_defaults_widens_integers_and_orders_columns(spark):
         [(5, "x", "start", "m", "r")],
         "ts_ms int, run string, event string, member string, resource string",
     )
-    got = transforms.normalize(raw)
+    got = eventlog.normalize(raw)
     assertSchemaEqual(got.schema, schema.EVENTS)
     assertDataFrameEqual(
         got, [R(ts_ms=5, run="x", group="", member="m", resource="r", event="start",

@@ -32,13 +32,11 @@ from pyspark import sql, storagelevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kooper.analytics import errors, plots, report, schema, transforms
+from kooper.analytics import errors, eventlog, options, plots, report, schema, transforms
 
 JSON_SUFFIXES = (".jsonl", ".json")
 PARQUET_SUFFIXES = (".parquet",)
 CORRUPT = "_corrupt_record"
-TIMELINE_POINTS = 1000
-"""Buckets per run in ``timeline.parquet`` and the running-resources plots."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -266,45 +264,7 @@ def read_events(
         ]
         files = [found[0]["file"] for found in where if found]
         raise errors.SchemaMismatchError(f"{files[0] if files else 'input'}: {detail}")
-    return transforms.normalize(checked.drop(CORRUPT))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tables:
-    """The job's outputs as DataFrames (persisted where several outputs share them)."""
-
-    metrics: sql.DataFrame
-    resources: sql.DataFrame
-    overlaps: sql.DataFrame
-    imbalance: sql.DataFrame
-    timeline: sql.DataFrame
-    cached: tuple[sql.DataFrame, ...]
-    """Persisted intermediates: unpersist them when the outputs are written."""
-
-
-def analyze(events: sql.DataFrame) -> Tables:
-    """Run the transforms, caching the intermediate frames that several steps reuse."""
-
-    def keep(df: sql.DataFrame) -> sql.DataFrame:
-        return df.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
-
-    bounds = keep(transforms.run_bounds(events))
-    spans = keep(transforms.intervals(events, bounds))
-    segs = keep(transforms.segments(spans, bounds))
-    calm = transforms.undisturbed(spans, transforms.disturbed_members(events))
-    resources = keep(transforms.resource_stats(segs, transforms.moves(events), calm))
-    overlapping = keep(transforms.overlaps(spans))
-    balance = keep(transforms.imbalance(events, spans, bounds))
-    converged = transforms.convergence(events)
-    timeline = transforms.downsample(transforms.timeline(segs, bounds), bounds, TIMELINE_POINTS)
-    return Tables(
-        metrics=transforms.metrics(events, resources, overlapping, balance, converged),
-        resources=resources,
-        overlaps=overlapping,
-        imbalance=balance,
-        timeline=timeline,
-        cached=(bounds, spans, segs, resources, overlapping, balance),
-    )
+    return eventlog.normalize(checked.drop(CORRUPT))
 
 
 def _write(table: pa.Table, path: Path) -> Path:
@@ -331,7 +291,7 @@ def run(
     target.mkdir(parents=True, exist_ok=True)
     cached: list[sql.DataFrame] = []
     events = read_events(spark, inputs, cached=cached)
-    tables = analyze(events)
+    tables = transforms.analyze(events)
     metrics = tables.metrics.toArrow()
     overlaps = tables.overlaps.orderBy("run", "start_ms", "resource").toArrow()
     resources = tables.resources.toArrow()
@@ -376,26 +336,8 @@ def run(
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """Arguments shared by ``kooper analyze`` and ``spark-submit job.py``."""
     parser = parser or argparse.ArgumentParser(prog="job.py", description=__doc__.splitlines()[0])
-    parser.add_argument("events", nargs="+", metavar="EVENTS",
-                        help="event logs: *.jsonl, *.json or *.parquet files, or folders of them")
-    parser.add_argument("--out", default="report", help="output folder (default: report)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master (default: spark-submit's, else local[*])")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark configuration, repeatable")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    options.add_arguments(parser)
     return parser
-
-
-def parse_conf(pairs: Sequence[str]) -> list[tuple[str, str]]:
-    """``KEY=VALUE`` strings as pairs; raises ``AnalyticsError`` on a malformed one."""
-    out = []
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise errors.AnalyticsError(f"--conf {pair!r}: expected KEY=VALUE")
-        out.append((key.strip(), value))
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -403,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = run(args.events, out=args.out, master=args.master,
-                     conf=parse_conf(args.conf), with_plots=not args.no_plots)
+                     conf=options.parse_conf(args.conf), with_plots=not args.no_plots)
     except errors.AnalyticsError as exc:
         print(f"job.py: error: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from matplotlib import axes as maxes
 from matplotlib import figure as mfigure
 
 Rows = Sequence[Mapping[str, Any]]
@@ -32,10 +33,52 @@ def _label(metric: Mapping[str, Any]) -> str:
     return f"{metric['run']} ({metric['protocol'] or '?'}/{metric['policy'] or '?'})"
 
 
+def _axes(height: float) -> tuple[mfigure.Figure, maxes.Axes]:
+    fig = mfigure.Figure(figsize=(8, height), layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _finish(
+    ax: maxes.Axes,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    top: float | None = None,
+    legend: bool = False,
+) -> None:
+    """Labels, a y axis from 0, title and grid; with ``legend``, a legend if a line was drawn."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, top)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if legend and ax.lines:
+        ax.legend(fontsize=8)
+
+
+def _per_run(
+    metrics: Rows,
+    rows: Rows,
+    draw: Callable[[maxes.Axes, list[Mapping[str, Any]], str], None],
+    *,
+    height: float,
+    **labels: Any,
+) -> mfigure.Figure:
+    """Each run that has rows drawn by ``draw(ax, rows, label)`` in metrics order, a legend."""
+    fig, ax = _axes(height)
+    grouped = _by_run(rows)
+    for metric in metrics:
+        run_rows = grouped.get(str(metric["run"]), [])
+        if run_rows:
+            draw(ax, run_rows, _label(metric))
+    _finish(ax, legend=True, **labels)
+    return fig
+
+
 def running_over_time(metric: Mapping[str, Any], steps: Rows) -> mfigure.Figure:
     """Resources running on at least one member vs seconds since the run's first event."""
-    fig = mfigure.Figure(figsize=(8, 3.5), layout="constrained")
-    ax = fig.add_subplot()
+    fig, ax = _axes(3.5)
     if steps:
         start = min(int(row["ts_ms"]) for row in steps)
         xs = [(int(row["ts_ms"]) - start) / 1000 for row in steps]
@@ -51,62 +94,45 @@ def running_over_time(metric: Mapping[str, Any], steps: Rows) -> mfigure.Figure:
             [int(r["min_running"]) for r in ranged], [int(r["max_running"]) for r in ranged],
             color="tab:blue", alpha=0.35, linewidth=2,
         )
-    ax.set_xlabel("time since first event (s)")
-    ax.set_ylabel("resources running")
-    ax.set_ylim(bottom=0)
-    ax.set_title(
-        f"{_label(metric)}: total pause {int(metric['total_pause_ms']) / 1000:.1f} task-s,"
+    _finish(
+        ax,
+        xlabel="time since first event (s)",
+        ylabel="resources running",
+        title=f"{_label(metric)}: total pause {int(metric['total_pause_ms']) / 1000:.1f} task-s,"
         f" {int(metric['overlaps'])} overlaps",
-        fontsize=10,
     )
-    ax.grid(alpha=0.3)
     return fig
+
+
+def _pause_ecdf(ax: maxes.Axes, rows: list[Mapping[str, Any]], label: str) -> None:
+    values = sorted(int(row["pause_ms"]) / 1000 for row in rows)
+    shares = [(i + 1) / len(values) for i in range(len(values))]
+    ax.step([0.0, *values], [0.0, *shares], where="post", label=label)
 
 
 def pause_distribution(metrics: Rows, resources: Rows) -> mfigure.Figure:
     """Per run, the share of resources whose pause is at most x seconds (an ECDF)."""
-    fig = mfigure.Figure(figsize=(8, 4), layout="constrained")
-    ax = fig.add_subplot()
-    pauses = _by_run(resources)
-    for metric in metrics:
-        values = sorted(int(row["pause_ms"]) / 1000 for row in pauses.get(str(metric["run"]), []))
-        if not values:
-            continue
-        shares = [(i + 1) / len(values) for i in range(len(values))]
-        ax.step([0.0, *values], [0.0, *shares], where="post", label=_label(metric))
-    ax.set_xlabel("pause per resource (s)")
-    ax.set_ylabel("share of resources")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Distribution of per-resource pause", fontsize=10)
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=8)
-    return fig
+    return _per_run(
+        metrics, resources, _pause_ecdf, height=4, xlabel="pause per resource (s)",
+        ylabel="share of resources", title="Distribution of per-resource pause", top=1.02,
+    )
+
+
+def _imbalance_steps(ax: maxes.Axes, rows: list[Mapping[str, Any]], label: str) -> None:
+    start = min(int(row["ts_ms"]) for row in rows)
+    ax.step(
+        [(int(row["ts_ms"]) - start) / 1000 for row in rows],
+        [int(row["imbalance"]) for row in rows],
+        where="post", marker=".", label=label,
+    )
 
 
 def imbalance_over_time(metrics: Rows, imbalance: Rows) -> mfigure.Figure:
     """Per run, max - min resources per live member at each round."""
-    fig = mfigure.Figure(figsize=(8, 3.5), layout="constrained")
-    ax = fig.add_subplot()
-    per_run = _by_run(imbalance)
-    for metric in metrics:
-        rows = per_run.get(str(metric["run"]), [])
-        if not rows:
-            continue
-        start = min(int(row["ts_ms"]) for row in rows)
-        ax.step(
-            [(int(row["ts_ms"]) - start) / 1000 for row in rows],
-            [int(row["imbalance"]) for row in rows],
-            where="post", marker=".", label=_label(metric),
-        )
-    ax.set_xlabel("time since first round (s)")
-    ax.set_ylabel("imbalance (max - min per member)")
-    ax.set_ylim(bottom=0)
-    ax.set_title("Imbalance at each round", fontsize=10)
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=8)
-    return fig
+    return _per_run(
+        metrics, imbalance, _imbalance_steps, height=3.5, xlabel="time since first round (s)",
+        ylabel="imbalance (max - min per member)", title="Imbalance at each round",
+    )
 
 
 def all_figures(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from kooper.analytics import options
 from kooper.core import errors
 
 HELP = "compute pause, moves and convergence from event logs with PySpark"
@@ -18,15 +19,8 @@ class MissingExtraError(errors.KooperError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Event logs, output folder, Spark master and configuration."""
-    parser.add_argument("events", nargs="+", metavar="EVENTS",
-                        help="event logs: *.jsonl, *.json or *.parquet files, or folders of them")
-    parser.add_argument("--out", default="report", help="output folder (default: report)")
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: local[*])")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra Spark configuration, repeatable")
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    """Event logs, output folder, Spark master and configuration (the job's own options)."""
+    options.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         args.events,
         out=args.out,
         master=args.master,
-        conf=job.parse_conf(args.conf),
+        conf=options.parse_conf(args.conf),
         with_plots=not args.no_plots,
     )
     for row in result.metrics:

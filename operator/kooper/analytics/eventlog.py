@@ -1,0 +1,48 @@
+"""The event log as every step reads it: key columns, same-instant order, defaults."""
+
+from __future__ import annotations
+
+from pyspark import sql
+from pyspark.sql import functions as F
+
+from kooper.analytics import schema
+
+RUN = ("run",)
+"""Columns that name a run."""
+RESOURCE = ("run", "group", "resource")
+"""Columns that name a resource within its run."""
+MEMBER = ("run", "group", "member")
+"""Columns that name a member within its run."""
+
+_ORDER = {"stop": 0, "leave": 1, "round": 2, "join": 3, "start": 4}
+
+
+def kind_order() -> sql.Column:
+    """The rank of ``event`` among events of one timestamp: stop, leave, round, join, start.
+
+    A hand-over at one instant is then no pause, and a member that rejoins at ``t``
+    and starts a resource at ``t`` started it in its new life.
+    """
+    order = F.lit(5)
+    for kind, rank in reversed(_ORDER.items()):
+        order = F.when(F.col("event") == kind, F.lit(rank)).otherwise(order)
+    return order
+
+
+def normalize(raw: sql.DataFrame) -> sql.DataFrame:
+    """The event log in ``schema.EVENTS`` column order, defaults filled, integers as long.
+
+    Columns missing from ``raw`` are added with their defaults. Rows are not
+    validated here: ``job`` rejects files with nulls in ``schema.REQUIRED``.
+    """
+    columns = []
+    for field in schema.EVENTS.fields:
+        if field.name in raw.columns:
+            column = F.col(field.name).cast(field.dataType)
+        else:
+            column = F.lit(None).cast(field.dataType)
+        if field.name in schema.DEFAULTS:
+            column = F.coalesce(column, F.lit(schema.DEFAULTS[field.name]).cast(field.dataType))
+        columns.append(column.alias(field.name))
+    return raw.select(*columns)
+

@@ -1,0 +1,112 @@
+"""Who ran which resource when: intervals per member, their sweep, and overlaps."""
+
+from __future__ import annotations
+
+from pyspark import sql
+from pyspark.sql import functions as F
+
+from kooper.analytics import eventlog
+
+
+def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
+    """Spans ``[start_ms, end_ms)`` in which a member ran a resource (``schema.INTERVALS``).
+
+    A ``start`` ends at the first of: the next ``start``/``stop`` of the same
+    resource on the same member, if it comes before the member rejoins (so a
+    member that left but still stops the resource later, a zombie, shows as
+    running until then); otherwise the member's next ``leave`` or ``join``;
+    otherwise the run's last event. Empty spans are dropped; a ``stop``
+    without an earlier ``start`` is ignored.
+    """
+    ranked = events.withColumn("k", eventlog.kind_order())
+    same_place = sql.Window.partitionBy(*eventlog.RESOURCE, "member").orderBy("ts_ms", "k")
+    starts = (
+        ranked.where(F.col("event").isin("start", "stop") & (F.col("resource") != ""))
+        .withColumn("next_ms", F.lead("ts_ms").over(same_place))
+        .where(F.col("event") == "start")
+    )
+    lifecycle = ranked.where(F.col("event").isin("join", "leave") & (F.col("member") != ""))
+    both = starts.unionByName(lifecycle.withColumn("next_ms", F.lit(None).cast("long")))
+    # Descending order with a growing frame: last() is the nearest later
+    # join/leave, computed incrementally (an unbounded-following frame would be
+    # quadratic). The frame includes the current row, which is harmless: only
+    # start rows are kept, and their own join/leave value is null.
+    later = sql.Window.partitionBy(*eventlog.MEMBER).orderBy(
+        F.col("ts_ms").desc(), F.col("k").desc()
+    ).rowsBetween(sql.Window.unboundedPreceding, sql.Window.currentRow)
+    when_kind = {
+        kind: F.when(F.col("event") == kind, F.col("ts_ms")) for kind in ("join", "leave")
+    }
+    spans = (
+        both.withColumn("rejoin_ms", F.last(when_kind["join"], ignorenulls=True).over(later))
+        .withColumn("leave_ms", F.last(when_kind["leave"], ignorenulls=True).over(later))
+        .where(F.col("event") == "start")
+        .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
+    )
+    own_end = F.col("next_ms").isNotNull() & (
+        F.col("rejoin_ms").isNull() | (F.col("next_ms") <= F.col("rejoin_ms"))
+    )
+    end = F.when(own_end, F.col("next_ms")).otherwise(
+        F.least("leave_ms", "rejoin_ms", "run_end_ms")
+    )
+    return (
+        spans.select(
+            *eventlog.RESOURCE,
+            "member",
+            F.col("ts_ms").alias("start_ms"),
+            F.least(end, F.col("run_end_ms")).alias("end_ms"),
+        )
+        .where(F.col("end_ms") > F.col("start_ms"))
+    )
+
+
+def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
+    """Sweep each resource's intervals: ``running_on`` members during ``[ts_ms, next_ms)``.
+
+    Segments start at the resource's first ``start`` and the last one reaches
+    the run's last event, so a resource that stopped for good is paused until
+    then.
+    """
+    deltas = spans.select(*eventlog.RESOURCE, F.col("start_ms").alias("ts_ms"), F.lit(1).alias("d"))
+    deltas = deltas.unionByName(
+        spans.select(*eventlog.RESOURCE, F.col("end_ms").alias("ts_ms"), F.lit(-1).alias("d"))
+    )
+    by_time = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("ts_ms")
+    return (
+        deltas.groupBy(*eventlog.RESOURCE, "ts_ms")
+        .agg(F.sum("d").alias("d"))
+        .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
+        .select(
+            *eventlog.RESOURCE,
+            "ts_ms",
+            F.coalesce(F.lead("ts_ms").over(by_time), F.col("run_end_ms")).alias("next_ms"),
+            F.sum("d")
+            .over(by_time.rowsBetween(sql.Window.unboundedPreceding, 0))
+            .cast("long")
+            .alias("running_on"),
+        )
+    )
+
+
+def overlaps(spans: sql.DataFrame) -> sql.DataFrame:
+    """``schema.OVERLAPS``: each interval that began while another member ran the resource.
+
+    ``other_member`` is the member whose earlier interval ends last; the row's
+    span is the time both ran it.
+    """
+    by_start = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("start_ms", "member")
+    so_far = by_start.rowsBetween(sql.Window.unboundedPreceding, sql.Window.currentRow)
+    # The running max up to the previous row, as lag() of the running max: a
+    # frame ending at -1 is noticeably slower in Spark than this pair.
+    return (
+        spans.withColumn("upto", F.max(F.struct(F.col("end_ms"), F.col("member"))).over(so_far))
+        .withColumn("latest", F.lag("upto").over(by_start))
+        .where(F.col("latest.end_ms") > F.col("start_ms"))
+        .select(
+            *eventlog.RESOURCE,
+            "member",
+            F.col("latest.member").alias("other_member"),
+            "start_ms",
+            F.least("end_ms", "latest.end_ms").alias("end_ms"),
+        )
+    )

@@ -1,0 +1,93 @@
+"""Per run: first and last event, convergence time, and the ``metrics`` table."""
+
+from __future__ import annotations
+
+from pyspark import sql
+from pyspark.sql import functions as F
+
+from kooper.analytics import schema
+
+
+def bounds(events: sql.DataFrame) -> sql.DataFrame:
+    """Per run: ``run_start_ms`` and ``run_end_ms`` (first and last event of any kind)."""
+    return events.groupBy("run").agg(
+        F.min("ts_ms").alias("run_start_ms"), F.max("ts_ms").alias("run_end_ms")
+    )
+
+
+def convergence(events: sql.DataFrame) -> sql.DataFrame:
+    """Per run: ``converge_ms``, from the first disruption to the run's last ``start``.
+
+    The first disruption is the first ``leave``, or the first ``stop`` in a run
+    without one; a run with neither has a null ``converge_ms``, and one whose
+    last ``start`` precedes its disruption has 0.
+    """
+    def first(kind: str) -> sql.Column:
+        return F.min(F.when(F.col("event") == kind, F.col("ts_ms")))
+
+    per_run = events.groupBy("run").agg(
+        F.coalesce(first("leave"), first("stop")).alias("disrupted_ms"),
+        F.max(F.when(F.col("event") == "start", F.col("ts_ms"))).alias("last_start_ms"),
+    )
+    gap = F.greatest(F.col("last_start_ms") - F.col("disrupted_ms"), F.lit(0))
+    return per_run.select(
+        "run",
+        F.when(F.col("disrupted_ms").isNotNull(), F.coalesce(gap, F.lit(0)))
+        .cast("long")
+        .alias("converge_ms"),
+    )
+
+
+def metrics(
+    events: sql.DataFrame,
+    resources: sql.DataFrame,
+    overlapping: sql.DataFrame,
+    balance: sql.DataFrame,
+    converged: sql.DataFrame,
+) -> sql.DataFrame:
+    """``schema.METRICS``: one row per run, sorted by protocol, policy and run."""
+    def some(name: str) -> sql.Column:
+        return F.coalesce(F.max(F.when(F.col(name) != "", F.col(name))), F.lit("")).alias(name)
+
+    runs = events.groupBy("run").agg(
+        some("protocol"),
+        some("policy"),
+        F.count(F.lit(1)).alias("events"),
+        F.countDistinct(F.when(F.col("member") != "", F.struct("group", "member"))).alias(
+            "members"
+        ),
+        (F.max("ts_ms") - F.min("ts_ms")).alias("duration_ms"),
+        F.count(F.when(F.col("event") == "round", 1)).alias("rounds"),
+    )
+    calm = F.col("undisturbed")
+    per_resource = resources.groupBy("run").agg(
+        F.count(F.lit(1)).alias("resources"),
+        F.sum("pause_ms").alias("total_pause_ms"),
+        F.max("max_pause_ms").alias("max_pause_ms"),
+        F.count(F.when(calm, 1)).alias("undisturbed_resources"),
+        F.sum(F.when(calm, F.col("pause_ms"))).alias("undisturbed_pause_ms"),
+        F.sum("moves").alias("moves"),
+        F.sum("overlap_ms").alias("overlap_ms"),
+    )
+    overlap_count = overlapping.groupBy("run").agg(F.count(F.lit(1)).alias("overlaps"))
+    balanced = balance.groupBy("run").agg(
+        F.max("imbalance").alias("max_imbalance"),
+        F.max_by("imbalance", "ts_ms").alias("final_imbalance"),
+    )
+    joined = (
+        runs.join(per_resource, "run", "left")
+        .join(overlap_count, "run", "left")
+        .join(balanced, "run", "left")
+        .join(converged, "run", "left")
+    )
+    zero_if_missing = {
+        "resources", "total_pause_ms", "max_pause_ms", "undisturbed_resources",
+        "undisturbed_pause_ms", "moves", "overlaps", "overlap_ms",
+    }
+    columns = []
+    for field in schema.METRICS.fields:
+        column = F.col(field.name)
+        if field.name in zero_if_missing:
+            column = F.coalesce(column, F.lit(0))
+        columns.append(column.cast(field.dataType).alias(field.name))
+    return joined.select(*columns).orderBy("protocol", "policy", "run")
