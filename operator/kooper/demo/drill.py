@@ -4,7 +4,8 @@ One run = a fresh emulator, the real operator (``kooper run``) and N worker
 processes (``kooper worker --demo``). The run waits until every resource runs,
 marks the drill's start, restarts every pod (highest ordinal first, each after
 the previous one rejoined), waits until every resource runs again and nothing
-changed for a while, then merges the event log and scores it.
+changed for a while, then merges the event log and measures the drill window
+with ``kooper.sim.metrics``.
 """
 
 from __future__ import annotations
