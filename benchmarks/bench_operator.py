@@ -1,31 +1,47 @@
 """The operator at scale against the emulated cluster: 1,000 members, 100,000 tasks.
 
     .venv/bin/python benchmarks/bench_operator.py [--members 1000] [--tasks 100000]
+        [--departures 20] [--joins 10] [--reports 10] [--profile out.pstats]
 
-What it measures (printed, not asserted):
+What it measures (printed, not asserted), each from the moment the bench acts:
 
 * departure → written: a member's pod and Lease are deleted (``delay 0s``, so its
-  work moves at once); the clock stops when the WorkerGroup status shows the new
-  generation, which the operator writes *after* every changed ConfigMap. So this
-  is an upper bound of "departure to all changed ConfigMaps written", including
-  the watch delivery of the deletion to kopf and the status patch.
-* join → written: a new member's Lease appears; the round revokes for balance.
+  work moves at once); stops when the last ConfigMap of the round that follows
+  is stored (the emulator's change feed timestamps every write, no polling), and
+  separately when the WorkerGroup status shows the new generation (written
+  after the ConfigMaps);
+* join → written: a new member's Lease appears; the round revokes for balance;
+* report → written: a member that was revoked for balance reports that it let go
+  (one Lease patch); the next round assigns the freed work elsewhere;
 * API writes per round, by kind: only members whose assignment changed get a
-  ConfigMap write.
+  ConfigMap write; Connector status patches only for connectors whose placement
+  changed.
 
-Workers are played in bulk: after each round, every member whose ConfigMap has a
-new generation applies it and reports (one Lease patch each).
+``--profile PATH`` runs the operator's thread under cProfile during the measured
+part only, writes the stats to PATH and prints the top functions. The emulator
+and the bench's workers share the process (and the GIL) with the operator, so
+latencies here are pessimistic for CPU.
+
+Workers are played in bulk: after each round, every member whose ConfigMap
+changed applies it and reports (one Lease patch each).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import cProfile
 import datetime
+import io
 import pathlib
+import pstats
 import statistics
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import kopf
 
@@ -38,6 +54,7 @@ from kooper.shell import handlers, settings  # noqa: E402
 from kooper.testing import cluster, kopfthread  # noqa: E402
 
 NS = "default"
+GROUP = "bench"
 LEASES = "coordination.k8s.io/v1/leases"
 
 
@@ -45,9 +62,52 @@ def now_micro() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+class Feed:
+    """A listener on the emulator's store: when each ConfigMap and status write landed."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.generation = 0
+        self.generation_at: dict[int, float] = {}
+        self.configmap_at: list[tuple[float, int]] = []
+        """(time, generation written) of every ConfigMap write of the group."""
+        self.changed: set[str] = set()
+        """Members whose ConfigMap changed since the workers last looked."""
+
+    def __call__(self, rv: int, spec: Any, kind: str, obj: dict[str, Any], old: Any) -> None:
+        # Runs under the store's lock for every change: keep it cheap.
+        meta = obj.get("metadata") or {}
+        if spec.plural == "configmaps":
+            labels = meta.get("labels") or {}
+            if labels.get("kooper.dev/group") != GROUP or kind == "DELETED":
+                return
+            with self.cond:
+                self.configmap_at.append((time.monotonic(), self.generation + 1))
+                self.changed.add(labels.get("kooper.dev/member", ""))
+        elif spec.plural == "workergroups" and meta.get("name") == GROUP:
+            generation = (obj.get("status") or {}).get("rebalanceGeneration", 0)
+            if isinstance(generation, int) and generation > self.generation:
+                with self.cond:
+                    self.generation = generation
+                    self.generation_at[generation] = time.monotonic()
+                    self.cond.notify_all()
+
+    def wait_above(self, generation: int, timeout: float = 60) -> float:
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.generation > generation, timeout):
+                raise TimeoutError(f"generation stayed at {generation}")
+            return self.generation_at[min(g for g in self.generation_at if g > generation)]
+
+    def take_changed(self) -> set[str]:
+        with self.cond:
+            changed, self.changed = self.changed, set()
+            return changed
+
+
 class Workers:
-    def __init__(self, emulated: cluster.EmulatedCluster) -> None:
+    def __init__(self, emulated: cluster.EmulatedCluster, feed: Feed) -> None:
         self.emulated = emulated
+        self.feed = feed
         self.state: dict[str, tuple[str, int, model.ConnectorsAndTasks]] = {}
 
     def report(self, name: str) -> str:
@@ -76,49 +136,52 @@ class Workers:
         self.emulated.delete("pods", name, namespace=NS)
         self.emulated.delete(LEASES, f"kooper-{name}", namespace=NS)
 
-    def apply_all(self) -> int:
-        """Every member applies its ConfigMap if it has a new generation; returns how many."""
-        applied = 0
-        for cm in self.emulated.list("configmaps", namespace=NS,
-                                     label_selector="kooper.dev/group=bench"):
-            name = cm["metadata"]["labels"]["kooper.dev/member"]
-            if name not in self.state:
-                continue
-            doc = codec.decode_assignment(cm["data"][messages.CONFIGMAP_KEY])
-            incarnation, generation, owned = self.state[name]
-            if doc.generation != generation or doc.assigned != owned:
-                self.state[name] = (incarnation, doc.generation, doc.assigned)
-                self.emulated.patch(LEASES, f"kooper-{name}", {"metadata": {"annotations": {
-                    messages.REPORT_ANNOTATION: self.report(name)}}}, namespace=NS)
-                applied += 1
-        return applied
+    def document(self, name: str) -> messages.Assignment | None:
+        cm = self.emulated.get("configmaps", f"kooper-{name}", namespace=NS)
+        text = ((cm or {}).get("data") or {}).get(messages.CONFIGMAP_KEY)
+        return codec.decode_assignment(text) if text else None
+
+    def apply(self, name: str, *, only_revocations: bool = False) -> bool:
+        """The member applies its document; ``only_revocations``: stop revoked, report later."""
+        doc = self.document(name)
+        if doc is None or name not in self.state:
+            return False
+        incarnation, generation, owned = self.state[name]
+        if only_revocations:
+            kept = owned.difference(doc.revoked)
+            if kept == owned:
+                return False
+            self.state[name] = (incarnation, generation, kept)
+            return True
+        if doc.generation == generation and doc.assigned == owned:
+            return False
+        self.state[name] = (incarnation, doc.generation, doc.assigned)
+        self.push(name)
+        return True
+
+    def push(self, name: str) -> None:
+        self.emulated.patch(LEASES, f"kooper-{name}", {"metadata": {"annotations": {
+            messages.REPORT_ANNOTATION: self.report(name)}}}, namespace=NS)
+
+    def apply_changed(self) -> int:
+        """Every member whose ConfigMap changed applies it and reports; returns how many."""
+        return sum(self.apply(name) for name in sorted(self.feed.take_changed()))
 
 
-def status(emulated: cluster.EmulatedCluster) -> dict:
-    return (emulated.get("workergroups", "bench", namespace=NS) or {}).get("status") or {}
-
-
-def wait_generation_above(emulated: cluster.EmulatedCluster, generation: int,
-                          timeout: float = 60) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if status(emulated).get("rebalanceGeneration", 0) > generation:
-            return time.monotonic()
-        time.sleep(0.002)
-    raise TimeoutError(f"generation stayed at {generation}")
+def ready(emulated: cluster.EmulatedCluster) -> bool:
+    found = (emulated.get("workergroups", GROUP, namespace=NS) or {}).get("status") or {}
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in found.get("conditions") or ())
 
 
 def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     quiet = 0
     while time.monotonic() < deadline:
-        time.sleep(0.3)
-        applied = workers.apply_all()
-        s = status(emulated)
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in s.get("conditions") or ())
-        quiet = quiet + 1 if applied == 0 and ready else 0
-        if quiet >= 2:
+        time.sleep(0.2)
+        applied = workers.apply_changed()
+        quiet = quiet + 1 if applied == 0 and ready(emulated) else 0
+        if quiet >= 3:
             return
     raise TimeoutError("the group did not converge")
 
@@ -128,30 +191,71 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+class Profiler:
+    """cProfile of the operator's thread, switched on and off from the bench's thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.loop = loop
+        self.profile = cProfile.Profile()
+
+    def _call(self, method: Callable[[], None]) -> None:
+        if self.loop is None:
+            return
+        done = threading.Event()
+
+        def run() -> None:
+            method()
+            done.set()
+
+        self.loop.call_soon_threadsafe(run)
+        done.wait(10)
+
+    def start(self) -> None:
+        self._call(self.profile.enable)
+
+    def stop(self, path: str) -> None:
+        self._call(self.profile.disable)
+        self.profile.dump_stats(path)
+        for key in ("tottime", "cumulative"):
+            out = io.StringIO()
+            pstats.Stats(path, stream=out).sort_stats(key).print_stats(30)
+            lines = out.getvalue().splitlines()
+            start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+            print(f"--- operator thread, top 30 by {key}")
+            print("\n".join(lines[start:start + 31]))
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--tasks-per-connector", type=int, default=100)
     parser.add_argument("--departures", type=int, default=20)
     parser.add_argument("--joins", type=int, default=10)
+    parser.add_argument("--reports", type=int, default=10)
+    parser.add_argument("--no-connector-status", action="store_true",
+                        help="do not patch Connector statuses (the core path only)")
+    parser.add_argument("--profile", metavar="PATH", help="cProfile the operator thread")
     args = parser.parse_args()
 
+    feed = Feed()
     with cluster.EmulatedCluster(crds=sorted((ROOT / "crds").glob("*.yaml")),
                                  history_limit=200_000) as emulated:
-        emulated.create("workergroups", {"metadata": {"name": "bench"}, "spec": {
+        emulated.store.subscribe(feed)
+        emulated.create("workergroups", {"metadata": {"name": GROUP}, "spec": {
             "selector": {"matchLabels": {"app": "bench"}}, "scheduledRebalanceMaxDelay": "0s",
             "leaseDurationSeconds": 3600}}, namespace=NS)
         connectors = args.tasks // args.tasks_per_connector
         for n in range(connectors):
             emulated.create("connectors", {"metadata": {"name": f"c{n:05d}"}, "spec": {
-                "workerGroup": "bench", "tasksMax": args.tasks_per_connector,
+                "workerGroup": GROUP, "tasksMax": args.tasks_per_connector,
                 "config": {"topic": f"t{n}"}}}, namespace=NS)
-        workers = Workers(emulated)
+        workers = Workers(emulated, feed)
         for n in range(args.members):
             workers.add(f"w-{n:04d}")
 
-        config = settings.Config(kube_api=emulated.url, identity="bench", debounce_s=0.05)
+        config = settings.Config(kube_api=emulated.url, identity="bench", debounce_s=0.05,
+                                 connector_status=not args.no_connector_status)
         registry = kopf.OperatorRegistry()
         handlers.register(registry, login=False)
         memo = handlers.make_memo(config)
@@ -162,53 +266,90 @@ def main() -> int:
         started = time.monotonic()
         thread.start(timeout=120)
         try:
-            wait_generation_above(emulated, 0, timeout=300)
+            feed.wait_above(0, timeout=300)
             first = time.monotonic() - started
             converge(emulated, workers)
-            print(f"members={args.members} tasks={args.tasks} connectors={connectors}")
+            print(f"members={args.members} tasks={args.tasks} connectors={connectors} "
+                  f"connector status: {'off' if args.no_connector_status else 'on'}")
             print(f"first assignment of everything: {first:.2f}s after operator start; "
-                  f"converged {time.monotonic() - started:.2f}s")
+                  f"converged {time.monotonic() - started:.2f}s", flush=True)
             runner = next(iter(memo["shell"].runners.values()))
             stats = memo["shell"].context.client.stats
+            profiler = Profiler(runner.task.get_loop() if runner.task else None)
+            if args.profile:
+                profiler.start()
 
-            def measure(kind: str, count: int, act) -> None:
-                latencies: list[float] = []
-                writes: list[int] = []
-                compute: list[float] = []
-                internal: list[float] = []
+            def measure(kind: str, count: int, act: Callable[[int], None],
+                        prepare: Callable[[int], None] | None = None) -> None:
+                to_cm: list[float] = []
+                to_status: list[float] = []
+                cm_writes: list[int] = []
+                all_writes: dict[str, list[int]] = {}
                 for i in range(count):
-                    generation = status(emulated).get("rebalanceGeneration", 0)
+                    if prepare is not None:
+                        prepare(i)
+                    generation = feed.generation
                     before = dict(stats.by_kind)
-                    results_before = runner.rounds_planned
                     t0 = time.monotonic()
                     act(i)
-                    t1 = wait_generation_above(emulated, generation)
-                    latencies.append(t1 - t0)
-                    time.sleep(0.1)
-                    cms = stats.by_kind.get("configmap", 0) - before.get("configmap", 0)
-                    writes.append(cms)
-                    new = runner.rounds_planned - results_before
-                    recent = runner.results[-new:] if new else []
-                    compute.extend(r.compute_s for r in recent)
-                    internal.extend(r.latency_s for r in recent[:1] if r.latency_s is not None)
+                    t_status = feed.wait_above(generation)
+                    with feed.cond:
+                        written = [t for t, g in feed.configmap_at
+                                   if t >= t0 and g == generation + 1]
+                    to_status.append(t_status - t0)
+                    to_cm.append((max(written) if written else t_status) - t0)
+                    cm_writes.append(len(written))
                     converge(emulated, workers)
-                print(f"{kind}: n={count} p50={percentile(latencies, 50) * 1000:.0f}ms "
-                      f"p99={percentile(latencies, 99) * 1000:.0f}ms "
-                      f"max={max(latencies) * 1000:.0f}ms; ConfigMap writes in the first "
-                      f"round: median {statistics.median(writes):.0f} "
-                      f"(max {max(writes)}) of {len(workers.state)} members; "
-                      f"assignor compute p50 "
-                      f"{percentile(compute or [0.0], 50) * 1000:.0f}ms; operator-side "
-                      f"event->written p50 {percentile(internal or [0.0], 50) * 1000:.0f}ms")
+                    for kind_, n in stats.by_kind.items():
+                        all_writes.setdefault(kind_, []).append(n - before.get(kind_, 0))
+                print(f"{kind}: n={count}\n"
+                      f"  -> last ConfigMap written: p50={percentile(to_cm, 50) * 1000:.0f}ms "
+                      f"p99={percentile(to_cm, 99) * 1000:.0f}ms "
+                      f"max={max(to_cm) * 1000:.0f}ms\n"
+                      f"  -> WorkerGroup status:     p50={percentile(to_status, 50) * 1000:.0f}ms "
+                      f"p99={percentile(to_status, 99) * 1000:.0f}ms "
+                      f"max={max(to_status) * 1000:.0f}ms\n"
+                      f"  ConfigMaps written in that round: median "
+                      f"{statistics.median(cm_writes):.0f} (max {max(cm_writes)}) of "
+                      f"{len(workers.state)} members\n"
+                      f"  API writes per disruption until converged (median by kind): "
+                      + ", ".join(f"{k}={statistics.median(v):.0f}"
+                                  for k, v in sorted(all_writes.items())), flush=True)
 
             names = sorted(workers.state)
             measure("departure -> written", args.departures,
                     lambda i: workers.remove(names[i * 7 % len(names)]))
             measure("join -> written", args.joins, lambda i: workers.add(f"new-{i:03d}"))
-            for result in runner.results[-8:]:
+            held: list[str] = []
+
+            def revoke_all_but_one(i: int) -> None:
+                # A join revokes work from some members for balance; all of them apply
+                # and report except one, whose report is what the measurement sends.
+                generation = feed.generation
+                workers.add(f"late-{i:03d}")
+                feed.wait_above(generation)
+                changed = sorted(feed.take_changed())
+                revoked = [n for n in changed if n in workers.state
+                           and (doc := workers.document(n)) is not None and doc.revoked]
+                held[:] = revoked[:1]
+                for _ in range(6):
+                    for name in changed:
+                        if name not in held:
+                            workers.apply(name)
+                    time.sleep(0.2)
+                    changed = sorted(feed.take_changed())
+                with feed.cond:
+                    feed.changed.update(changed)  # converge() applies them
+
+            if args.reports:
+                measure("report -> written", args.reports,
+                        lambda i: [workers.apply(name) for name in held],
+                        prepare=revoke_all_but_one)
+            if args.profile:
+                profiler.stop(args.profile)
+            for result in runner.results[-6:]:
                 print("  round", result.generation, "written", result.written,
-                      {k: round(v * 1000) for k, v in result.phases},
-                      "event->written ms", round((result.latency_s or 0) * 1000))
+                      {k: round(v * 1000) for k, v in result.phases})
             print(f"API writes by kind over the run: {dict(sorted(stats.by_kind.items()))}; "
                   f"409 conflicts: {stats.conflicts}")
         finally:

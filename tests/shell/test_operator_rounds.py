@@ -30,7 +30,11 @@ def test_first_join_assigns_every_task_and_reports_ready(emulated, fleet, operat
     cm = emulated.get("configmaps", "kooper-w-0", namespace="default")
     assert cm["metadata"]["ownerReferences"][0]["kind"] == "WorkerGroup"
     assert cm["metadata"]["labels"] == {"kooper.dev/group": "wg", "kooper.dev/member": "w-0"}
-    conn = emulated.get("connectors", "A", namespace="default")["status"]
+    # Connector statuses follow the round (coalesced with the members' reports).
+    conn = wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
+                             or {}).get("running") == 4
+                    and emulated.get("connectors", "A", namespace="default")["status"],
+                    what="Connector status")
     assert [t["id"] for t in conn["tasks"]] == ["A-0", "A-1", "A-2", "A-3"]
     assert all(t["state"] == "RUNNING" and t["epoch"] >= 1 for t in conn["tasks"])
     wait_for(lambda: events(emulated, "RebalanceCompleted"), what="event")

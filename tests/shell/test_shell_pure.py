@@ -226,3 +226,24 @@ def test_every_document_names_the_incarnation_it_was_planned_for():
             states={}, incarnation=plan.state.incarnations[member])
         decoded = codec.decode_assignment(codec.encode_assignment(message))
         assert decoded.incarnation == snap.members[member].incarnation == f"i{member[-1]}"
+
+
+def test_placement_reports_only_connectors_whose_resources_changed_member():
+    from kooper.shell import placement
+
+    def cat(*tasks):
+        return model.ConnectorsAndTasks.of(
+            [t for t in tasks if "-" not in t], [t for t in tasks if "-" in t])
+
+    where = placement.Placement()
+    assert where.update({W("a"): cat("A", "A-0", "my-conn-1"), W("b"): cat("B-0")}) == {
+        "A", "my-conn", "B"}
+    assert where.where == {"A": "a", "A-0": "a", "my-conn-1": "a", "B-0": "b"}
+    same = where.by_member[W("a")]
+    assert where.update({W("a"): same, W("b"): cat("B-0")}) == set()
+    # A-0 moves from a to b (b is updated first: the removal from a must not drop it).
+    assert where.update({W("b"): cat("B-0", "A-0"), W("a"): cat("A", "my-conn-1")}) == {"A"}
+    assert where.where["A-0"] == "b"
+    # b departs: its resources are nowhere.
+    assert where.update({W("a"): cat("A", "my-conn-1")}) == {"A", "B"}
+    assert where.where == {"A": "a", "my-conn-1": "a"}

@@ -65,6 +65,8 @@ class Shell:
         self.index_views: IndexViews | None = None
         self._leases: dict[tuple[str, str], tuple[str, int | None, int]] = {}
         self._pods: dict[tuple[str, str], tuple[object, ...]] = {}
+        self._groups: dict[tuple[str, str], tuple[str, int]] = {}
+        self._connectors: dict[tuple[str, str], tuple[object, ...]] = {}
         self._orphans: dict[tuple[str, str], str] = {}
         self.audit: audit.AuditLog | None = None
 
@@ -97,10 +99,16 @@ class Shell:
 
     # --- groups -----------------------------------------------------------------------
 
-    def group_seen(self, namespace: str, name: str, *, deleted: bool) -> rounds.GroupRunner | None:
-        """Create the group's runner on first sight and poke it; forget it when deleted."""
+    def group_seen(self, namespace: str, name: str, *, deleted: bool, uid: str = "",
+                   generation: int = 0) -> rounds.GroupRunner | None:
+        """Create the group's runner on first sight and poke it; forget it when deleted.
+
+        A change of the status alone (our own patch coming back) pokes nobody: only a
+        new object or a new spec generation does.
+        """
         key = (namespace, name)
         if deleted:
+            self._groups.pop(key, None)
             runner = self.runners.pop(key, None)
             if runner is not None and runner.task is not None:
                 runner.task.cancel()
@@ -111,8 +119,9 @@ class Shell:
             runner = rounds.GroupRunner(self.context, namespace, name)
             self.runners[key] = runner
             runner.start()
-        else:
+        elif self._groups.get(key) != (uid, generation):
             runner.poke()
+        self._groups[key] = (uid, generation)
         return runner
 
     def poke_namespace(self, namespace: str) -> None:
@@ -164,16 +173,29 @@ class Shell:
             if not deleted:
                 runner.poke()  # A ConfigMap we do not know: the round deletes or adopts it.
             return
-        if deleted or (cm.resource_version != ours[0] and cm.text != ours[1]):
+        if deleted:
             runner.poke()
+        elif cm.resource_version not in runner.own_versions.get(cm.member, ()) and \
+                cm.resource_version != ours[0] and cm.text != ours[1]:
+            runner.poke()  # Not one of our own writes coming back late: someone edited it.
 
     async def connector_seen(self, connector: views.ConnectorView, *, deleted: bool) -> None:
-        """Poke the namespace; flag a Connector whose WorkerGroup does not exist."""
-        self.poke_namespace(connector.namespace)
+        """Poke the namespace; flag a Connector whose WorkerGroup does not exist.
+
+        Only a new or deleted Connector, a new spec generation or a new restart value
+        pokes: the operator's own status patches come back as events too, and 1,000
+        Connectors would otherwise plan 1,000 rounds for nothing.
+        """
         key = (connector.namespace, connector.name)
+        essence = (connector.uid, connector.generation, connector.group, connector.restart)
         if deleted:
+            self._connectors.pop(key, None)
             self._orphans.pop(key, None)
+            self.poke_namespace(connector.namespace)
             return
+        if self._connectors.get(key) != essence:
+            self._connectors[key] = essence
+            self.poke_namespace(connector.namespace)
         assert self.index_views is not None
         assert self.context is not None
         if self.index_views.group(connector.namespace, connector.group) is not None:

@@ -133,7 +133,8 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
     async def on_group(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
         meta = body.get("metadata", {})
         _shell(memo).group_seen(meta.get("namespace", ""), meta.get("name", ""),
-                                deleted=type == "DELETED")
+                                deleted=type == "DELETED", uid=str(meta.get("uid", "")),
+                                generation=int(meta.get("generation") or 0))
 
     @kopf.on.event(views.GROUP, views.VERSION, "connectors", registry=registry)
     async def on_connector(body: kopf.Body, type: str | None, memo: Any,

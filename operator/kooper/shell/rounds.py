@@ -30,7 +30,17 @@ from typing import Any, Protocol
 
 from kooper.core import assignor, errors, ids, model
 from kooper.protocol import codec, messages
-from kooper.shell import audit, kube, liveness, metrics, snapshot, state, status, views
+from kooper.shell import (
+    audit,
+    kube,
+    liveness,
+    metrics,
+    placement,
+    snapshot,
+    state,
+    status,
+    views,
+)
 
 logger = logging.getLogger("kooper.shell")
 
@@ -66,6 +76,9 @@ class Context:
     debounce_s: float = 0.05
     retry_s: float = 1.0
     connector_status: bool = True
+    connector_status_delay_s: float = 0.5
+    """Connector statuses wait this long after a round, so that a placement and the
+    members' reports that follow it land in one patch per connector, not two."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,8 +124,10 @@ class GroupRunner:
         self.last_status: Mapping[str, Any] | None = None
         self.connector_statuses: dict[str, dict[str, Any]] = {}
         self._connector_generations: dict[str, int] = {}
-        self._last_holders: dict[str, ids.WorkerId] = {}
-        self._last_owned: dict[str, ids.WorkerId] = {}
+        self._holders = placement.Placement()
+        """Where each resource is assigned, as of the last Connector statuses."""
+        self._owned = placement.Placement()
+        """Who reports running each resource, as of the last Connector statuses."""
         self.reported: set[tuple[str, str]] = set()
         """(reason, subject) of bad-input Events already posted (no spam)."""
         self.conditions_state: dict[str, str] = {}
@@ -126,6 +141,10 @@ class GroupRunner:
         self.restarts_pending: dict[str, tuple[str, frozenset[str]]] = {}
         """connector → (value, resources whose member's write failed: restart them again)."""
         self._connectors_dirty: set[str] = set()
+        self._configured_cache: tuple[tuple[tuple[str, int], ...],
+                                      model.ConnectorsAndTasks] | None = None
+        self.own_versions: dict[str, list[str]] = {}
+        """member → resourceVersions of our own last few writes of its ConfigMap."""
         self.results: list[RoundResult] = []
         """The last 100 rounds that planned (tests and the benchmark read them)."""
         self.rounds_planned = 0
@@ -227,7 +246,7 @@ class GroupRunner:
 
         started = time.perf_counter()
         read_s = started - t_read
-        configured = snap.configured()
+        configured = self._configured(snap)
         plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured)
         compute_s = time.perf_counter() - started
 
@@ -327,6 +346,13 @@ class GroupRunner:
                 value, now_ms=now_ms, generation=plan.state.generation)
             self._connectors_dirty.add(name)
 
+    def _configured(self, snap: model.Snapshot) -> model.ConnectorsAndTasks:
+        """``snap.configured()``, rebuilt only when task counts change (100,000 strings)."""
+        key = tuple(sorted(snap.connectors.items()))
+        if self._configured_cache is None or self._configured_cache[0] != key:
+            self._configured_cache = (key, snap.configured())
+        return self._configured_cache[1]
+
     def _schedule(self, plan: model.Plan, expiry_ms: int | None, now_ms: int, *,
                   retry: bool = False) -> None:
         candidates = [t for t in (plan.next_round_at_ms, expiry_ms) if t is not None]
@@ -400,35 +426,44 @@ class GroupRunner:
     ) -> set[ids.WorkerId]:
         """Live members whose ConfigMap differs from what we wrote (edited or deleted)."""
         edited: set[ids.WorkerId] = set()
+        suspects = []
         for member in members:
             ours = self.written.get(member)
             if ours is None:
                 continue
             cm = configmaps.get(member)
-            if cm is not None and (cm.resource_version == ours[0] or cm.text == ours[1]):
+            if cm is not None and (cm.resource_version == ours[0] or cm.text == ours[1]
+                                   or cm.resource_version in self.own_versions.get(member, ())):
+                # Ours, or an older write of ours the watch has not caught up with yet.
                 continue
-            # The index may lag our own write: confirm with a fresh read before acting.
-            try:
-                body = await self.ctx.client.read_configmap(self.namespace,
-                                                            views.configmap_name(member))
-            except kube.NotFoundError:
-                self.written.pop(member, None)
-                edited.add(member)
-                self._report_once("ConfigMapDeleted", member,
-                                  f"ConfigMap {views.configmap_name(member)} was deleted; "
-                                  "rewriting it")
-                continue
-            fresh = views.parse_configmap(body)
-            if fresh.text != ours[1]:
-                self.written[member] = (fresh.resource_version, fresh.text)
-                edited.add(member)
-                self.reported.discard(("ConfigMapEdited", member))
-                self._report_once("ConfigMapEdited", member,
-                                  f"ConfigMap {views.configmap_name(member)} was changed by "
-                                  "someone else; rewriting it")
-            else:
-                self.written[member] = (fresh.resource_version, fresh.text)
+            suspects.append(member)
+        # Confirm with a fresh read before acting (in parallel: the index may lag a lot).
+        await asyncio.gather(*(self._check_edited(member, edited) for member in suspects))
         return edited
+
+    async def _check_edited(self, member: ids.WorkerId, edited: set[ids.WorkerId]) -> None:
+        """Read a ConfigMap the index shows differently from our last write; flag edits."""
+        ours = self.written[member]
+        try:
+            body = await self.ctx.client.read_configmap(self.namespace,
+                                                        views.configmap_name(member))
+        except kube.NotFoundError:
+            self.written.pop(member, None)
+            edited.add(member)
+            self._report_once("ConfigMapDeleted", member,
+                              f"ConfigMap {views.configmap_name(member)} was deleted; "
+                              "rewriting it")
+            return
+        fresh = views.parse_configmap(body)
+        if fresh.text != ours[1]:
+            self.written[member] = (fresh.resource_version, fresh.text)
+            edited.add(member)
+            self.reported.discard(("ConfigMapEdited", member))
+            self._report_once("ConfigMapEdited", member,
+                              f"ConfigMap {views.configmap_name(member)} was changed by "
+                              "someone else; rewriting it")
+        else:
+            self.written[member] = (fresh.resource_version, fresh.text)
 
     def _configmap_body(self, member: str, text: str, group: views.GroupView) -> dict[str, Any]:
         return {
@@ -475,6 +510,7 @@ class GroupRunner:
                 failed.add(member)
                 return
             self.written[member] = (rv, text)
+            self.own_versions[member] = [*self.own_versions.get(member, ())[-3:], rv]
             incarnation = plan.state.incarnations.get(member, "")
             known = self.given.get(member)
             given = known[1] if known is not None and known[0] == incarnation else model.EMPTY
@@ -681,9 +717,11 @@ class GroupRunner:
                     self._connectors_loop())
 
     async def _connectors_loop(self) -> None:
-        while self._connectors_wanted is not None:
-            wanted = self._connectors_wanted
-            self._connectors_wanted = None
+        while True:
+            await asyncio.sleep(self.ctx.connector_status_delay_s)
+            wanted, self._connectors_wanted = self._connectors_wanted, None
+            if wanted is None:
+                return
             try:
                 ok = await self._patch_connectors(*wanted)
             except Exception:
@@ -699,26 +737,17 @@ class GroupRunner:
     async def _patch_connectors(self, plan: model.Plan, snap: model.Snapshot,
                                 connectors: list[views.ConnectorView], now_ms: int) -> bool:
         """Patch the statuses that changed; False when some patch failed."""
-        holders: dict[str, ids.WorkerId] = {}
-        for member, member_plan in plan.members.items():
-            for resource in (*member_plan.assigned.connectors, *member_plan.assigned.tasks):
-                holders[resource] = member
-        owned: dict[str, ids.WorkerId] = {}
-        for member_id, live in snap.members.items():
-            for resource in (*live.owned.connectors, *live.owned.tasks):
-                owned[resource] = member_id
         # Only connectors with a resource whose holder or runner changed, or whose spec
         # changed, are recomputed: 100,000 task entries per round would be wasted work.
         dirty, self._connectors_dirty = self._connectors_dirty, set()
-        for mapping, last in ((holders, self._last_holders), (owned, self._last_owned)):
-            for resource, member in mapping.items():
-                if last.get(resource) != member:
-                    dirty.add(_connector_of(resource))
-            for resource in last.keys() - mapping.keys():
-                dirty.add(_connector_of(resource))
-        self._last_holders, self._last_owned = holders, owned
+        dirty |= self._holders.update(
+            {member: member_plan.assigned for member, member_plan in plan.members.items()})
+        dirty |= self._owned.update({member: live.owned for member, live in snap.members.items()})
+        holders, owned = self._holders.where, self._owned.where
         patches = []
-        for connector in connectors:
+        for number, connector in enumerate(connectors):
+            if number % 100 == 99:
+                await asyncio.sleep(0)  # 1,000 Connectors: let rounds run meanwhile
             seen = self._connector_generations.get(connector.name)
             if connector.name not in dirty and seen == connector.generation and \
                     connector.name in self.connector_statuses:
@@ -757,8 +786,3 @@ class GroupRunner:
 
 
 _background: set[asyncio.Task[None]] = set()
-
-
-def _connector_of(resource: str) -> str:
-    connector, sep, number = resource.rpartition("-")
-    return connector if sep and number.isdigit() else resource

@@ -58,6 +58,8 @@ def encode(state: model.PlanState) -> dict[str, Any]:
     for resources in state.assignments.values():
         in_configmaps.update(resources.connectors)
         in_configmaps.update(resources.tasks)
+    # Set difference in C, then sort the few left: 100,000 epochs, a handful not assigned.
+    unassigned = state.epochs.keys() - in_configmaps
     document: dict[str, Any] = {
         "version": STATE_VERSION,
         "generation": state.generation,
@@ -69,12 +71,7 @@ def encode(state: model.PlanState) -> dict[str, Any]:
             for member, resources in sorted(state.lost.items())
             if resources
         },
-        # Filter before sorting: 100,000 epochs, of which a handful are not in a ConfigMap.
-        "epochs": dict(sorted(
-            (resource, epoch)
-            for resource, epoch in state.epochs.items()
-            if resource not in in_configmaps
-        )),
+        "epochs": {resource: state.epochs[resource] for resource in sorted(unassigned)},
     }
     if state.delay is not None:
         document["delay"] = {
