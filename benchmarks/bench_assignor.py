@@ -2,8 +2,10 @@
 
 Rounds timed: a member leaves (delay scheduled), the delay expires (lost work
 placed), a member joins (revocations for balance), and the join's second round
-(revoked work assigned). Prints ms per round (cold = first call, warm = median of
-repeats) and moves versus the minimum balance needs.
+(revoked work assigned). Prints ms per round and moves versus the minimum balance
+needs. Without a cache (what one ``plan`` call costs on its own): cold = first call,
+warm = median of repeats. With an ``assignor.Cache`` that saw the round before (what
+the simulator pays each round): median over ``--repeat`` replays of the sequence.
 
     .venv/bin/python benchmarks/bench_assignor.py [--members 1000 --connectors 1000 --tasks 100]
 """
@@ -43,6 +45,25 @@ def timed(snapshot, state, now, configured, repeat):
     return plan, cold, statistics.median(warm) if warm else cold
 
 
+def replay_cached(sequence, configured, repeat):
+    """Per round after the first, the median ms with a cache that saw the round before.
+
+    One unrecorded pass first: indexes a long-lived cache builds once (who holds which
+    connector's tasks, who is assigned what) are then in place, as in a simulator run.
+    """
+    samples = [[] for _ in sequence[1:]]
+    cache = assignor.Cache()
+    for index in range(max(1, repeat) + 1):
+        snapshot, state, now = sequence[0]
+        assignor.plan(snapshot, state, now_ms=now, configured=configured, cache=cache)
+        for step, (snapshot, state, now) in enumerate(sequence[1:]):
+            start = time.perf_counter()
+            assignor.plan(snapshot, state, now_ms=now, configured=configured, cache=cache)
+            if index:
+                samples[step].append((time.perf_counter() - start) * 1000)
+    return [statistics.median(sample) for sample in samples]
+
+
 def moves(plan: model.Plan) -> int:
     return sum(len(p.revoked) for p in plan.members.values())
 
@@ -75,12 +96,15 @@ def main() -> None:
         snapshot, members={w: m for w, m in snapshot.members.items() if w != gone}
     )
     lost = len(state.assignments[gone])
+    sequence = [(snapshot, state, 0)]  # the settled group: what the cache saw last
+    sequence.append((left, state, 1_000))
     plan, cold, warm = timed(left, state, 1_000, configured, args.repeat)
     rows.append(("member leaves (delay scheduled)", cold, warm, moves(plan), 0))
     state, snapshot = plan.state, settle(left, plan)
 
     # 2. the delay expires: lost work is placed on the least-loaded members.
     deadline = plan.next_round_at_ms or 0
+    sequence.append((snapshot, state, deadline))
     plan, cold, warm = timed(snapshot, state, deadline, configured, args.repeat)
     placed = sum(len(r) for r in plan.newly_assigned.values())
     rows.append(("delay expires (lost work placed)", cold, warm, placed, lost))
@@ -90,6 +114,7 @@ def main() -> None:
     joined = dataclasses.replace(
         snapshot, members={**snapshot.members, gone: model.Member(id=gone, incarnation="2")}
     )
+    sequence.append((joined, state, deadline + 1))
     plan, cold, warm = timed(joined, state, deadline + 1, configured, args.repeat)
     total = len(configured)
     minimum = total // len(joined.members)
@@ -97,18 +122,22 @@ def main() -> None:
     state, snapshot = plan.state, settle(joined, plan)
 
     # 4. the join's second round: revoked work goes to the newcomer.
+    sequence.append((snapshot, state, deadline + 2))
     plan, cold, warm = timed(snapshot, state, deadline + 2, configured, args.repeat)
     placed = sum(len(r) for r in plan.newly_assigned.values())
     rows.append(("join, 2nd round (assignment)", cold, warm, placed, minimum))
     state, snapshot = plan.state, settle(snapshot, plan)
 
     # 5. nothing changed: a no-op round.
+    sequence.append((snapshot, state, deadline + 3))
     plan, cold, warm = timed(snapshot, state, deadline + 3, configured, args.repeat)
     rows.append(("no change (sticky no-op)", cold, warm, moves(plan), 0))
 
-    print(f"{'round':<36}{'cold ms':>10}{'warm ms':>10}{'moved':>8}{'minimum':>9}")
-    for name, cold, warm, moved, minimum in rows:
-        print(f"{name:<36}{cold:>10.1f}{warm:>10.1f}{moved:>8}{minimum:>9}")
+    cached = replay_cached(sequence, configured, args.repeat)
+    print(f"{'round':<36}{'cold ms':>10}{'warm ms':>10}{'cached ms':>11}{'moved':>8}"
+          f"{'minimum':>9}")
+    for (name, cold, warm, moved, minimum), with_cache in zip(rows, cached, strict=True):
+        print(f"{name:<36}{cold:>10.1f}{warm:>10.1f}{with_cache:>11.1f}{moved:>8}{minimum:>9}")
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
