@@ -6,11 +6,13 @@
    eager vs 3,522 ms cooperative (0.095) on the embedded cluster.
 2. Kafka's rolling-restart pitfall: 4 pods x 4 resources, each pod down 60 s,
    restarted 10 s apart, 300 s max delay: kip415 vs kooper.
-3. Simulator wall time: rolling restart of 100 pods x 10,000 tasks, and of
-   1,000 pods x 100,000 tasks (``--full``; else only the first ``--scale-pods``
-   pods of the 1,000 restart and the whole roll is extrapolated per pod).
+3. Simulator time: full rolling restarts of 100 pods x 10,000 tasks (two shapes)
+   and of 1,000 pods x 100,000 tasks (1,000 connectors x 100 tasks, the shape of
+   ``kooper drill rolling-restart --sim --pods 1000 --connectors 1000 --tasks 100``),
+   whose event log is written to Parquet as the CLI does (``--quick``: only
+   ``--scale-pods`` of the 1,000 pods restart).
 
-    .venv/bin/python benchmarks/bench_sim.py [--seeds 5] [--full | --scale-pods 20] [--no-scale]
+    .venv/bin/python benchmarks/bench_sim.py [--seeds 5] [--quick [--scale-pods 20]] [--no-scale]
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import argparse
 import dataclasses
 import statistics
 import time
+from pathlib import Path
 
+from kooper.commands import drill
+from kooper.core import events as ev
 from kooper.core import model
 from kooper.sim import metrics, runner, scenarios
 
@@ -85,41 +90,45 @@ def pitfall(seeds: int) -> None:
               f"  all running after {m['converge']:>9,.0f} ms")
 
 
-def scale(full: bool, scale_pods: int) -> None:
-    print("== 3. simulator wall time, rolling restart (compatible/kooper)")
-    for pods, connectors, tasks, only in ((100, 10, 1_000, None),
-                                          (1_000, 100, 1_000, None if full else scale_pods)):
+def scale(quick: bool, scale_pods: int, out: Path | None) -> None:
+    print("== 3. simulator time, rolling restart (compatible/kooper, seed 1): wall and CPU "
+          "seconds of the simulation; the 1,000-pod roll also writes its event log to "
+          "Parquet like `kooper drill --out`")
+    for pods, connectors, tasks in ((100, 10, 1_000), (100, 100, 100), (1_000, 1_000, 100)):
+        only = scale_pods if quick and pods == 1_000 else None
         config = runner.Config(pods=pods, connectors=connectors, tasks=tasks, seed=1)
-        if only is not None:
-            started = time.perf_counter()
-            runner.simulate(config, scenarios.rolling_restart(pods, only=0))
-            formed = time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = runner.simulate(config, scenarios.rolling_restart(pods, only=only))
-        elapsed = time.perf_counter() - started
-        m = metrics.run_metrics(result.events)
-        line = (f"  {pods:5d} pods x {connectors * tasks:7,d} tasks: "
-                f"{len(result.events):>9,d} events, {m.rounds} rounds, {elapsed:6.1f} s wall, "
-                f"{result.end_ms / 1000:,.0f} s simulated, overlaps {m.overlaps}")
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        rounds = sum(1 for event in result.events if event.event is ev.Kind.ROUND)
+        overlaps = len(result.violations)
+        line = (f"  {pods:5d} pods x {connectors:5,d} connectors x {tasks:5,d} tasks: "
+                f"{len(result.events):>9,d} events, {rounds:5d} rounds, {elapsed:6.1f} s wall "
+                f"({cpu:5.1f} s CPU), {result.end_ms / 1000:,.0f} s simulated, "
+                f"violations {overlaps}")
         if only is not None:
-            per_pod = (elapsed - formed) / only
-            line += (f"  [{only} of {pods} pods restarted; forming {formed:.1f} s + "
-                     f"{per_pod:.2f} s/pod -> whole roll ~{formed + per_pod * pods:,.0f} s]")
+            line += f"  [only {only} of {pods} pods restarted: --quick]"
+        if pods == 1_000 and out is not None:
+            started = time.perf_counter()
+            drill.write_events(out, result.events)
+            line += f"; Parquet written in {time.perf_counter() - started:.1f} s"
         print(line, flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--full", action="store_true",
-                        help="restart all 1,000 pods of the scale run (minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="restart only --scale-pods of the 1,000 pods")
     parser.add_argument("--scale-pods", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path("out/bench-sim-1000.parquet"),
+                        help="where the 1,000-pod roll's event log goes")
     parser.add_argument("--no-scale", action="store_true", help="skip part 3")
     args = parser.parse_args()
     seed_002(args.seeds)
     pitfall(args.seeds)
     if not args.no_scale:
-        scale(args.full, args.scale_pods)
+        scale(args.quick, args.scale_pods, args.out)
 
 
 if __name__ == "__main__":

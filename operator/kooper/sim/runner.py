@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kooper.core import assignor, ids, model
 from kooper.core import events as ev
@@ -154,7 +154,7 @@ class Sim:
         self.seen_seq: dict[ids.WorkerId, tuple[int, int]] = {}
         self.permanent: set[ids.WorkerId] = set()
         self.state = model.PlanState()
-        self.planned: dict[ids.WorkerId, model.MemberPlan] = {}
+        self.planned: Mapping[ids.WorkerId, model.MemberPlan] = {}
         self.written: dict[ids.WorkerId, tuple[str, model.MemberPlan]] = {}
         """member -> (incarnation it was planned for, document) as in its ConfigMap."""
         self.rejoin_wait = False
@@ -593,10 +593,10 @@ class Sim:
                              configured=self.configured, cache=self.cache)
         self.state = plan.state
         self.last_plan = plan
-        self.planned = dict(plan.members)
+        self.planned = plan.members  # a plan is never changed after the round
         self._emit(ev.Kind.ROUND, generation=plan.state.generation)
         changed = sorted(plan.changed)
-        for name in [n for n in self.written if n not in plan.members]:
+        for name in self.written.keys() - plan.members.keys():
             del self.written[name]  # the shell deletes a departed member's ConfigMap
         if self.crash_mid_round:
             self.crash_mid_round = False
