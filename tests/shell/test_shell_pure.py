@@ -125,7 +125,8 @@ def test_persisted_state_plus_configmaps_restore_the_plan_state():
         generation=plan.state.generation, protocol=plan.state.protocol,
         assignments=plan.state.assignments, incarnations=plan.state.incarnations,
         lost={W("gone"): lost}, delay=model.Delay(99_000, (W("w-0"),)),
-        epochs={**plan.state.epochs, "B-0": 7})
+        epochs={**plan.state.epochs, "B-0": 7},
+        backoff=model.RevocationBackoff(revoked_last=False, streak=2, held_until_ms=5_000))
     encoded = json.loads(json.dumps(state.encode(persisted)))
     assert "A-0" not in encoded["epochs"]  # assigned epochs live in the ConfigMaps
     assert encoded["epochs"] == {"B-0": 7}
@@ -134,6 +135,7 @@ def test_persisted_state_plus_configmaps_restore_the_plan_state():
     assert restored.epochs == persisted.epochs
     assert restored.lost == {W("gone"): lost}
     assert restored.delay == persisted.delay
+    assert restored.backoff == persisted.backoff
     assert restored.incarnations == plan.state.incarnations
     again = assignor.plan(snap, restored, now_ms=2000)
     assert not again.revoking
@@ -150,6 +152,7 @@ def test_restore_prefers_configmaps_newer_than_the_status():
     assert restored.state.generation == 9
     assert restored.state.lost == {}
     assert restored.state.epochs["A-0"] == 4
+    assert restored.state.backoff == model.RevocationBackoff()  # a status from before it
     bad = state.restore({}, [("w-1", "{}")], group="wg")
     assert bad.unreadable == ("w-1",)
 

@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 
-from kooper.core import balance, delays, ids, model
+from kooper.core import backoff, balance, delays, ids, model
 
 Holdings = dict[ids.WorkerId, model.ConnectorsAndTasks]
 _HeldMemo = tuple[
@@ -205,6 +205,8 @@ class _Round:
         lost: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
         delay: model.Delay | None,
         eager_revoking: bool = False,
+        held_back: model.RevocationBackoff | None = None,
+        wanted_revocation: bool = False,
     ) -> model.Plan:
         previous = self.previous
         members = self.snapshot.members
@@ -235,8 +237,11 @@ class _Round:
                 for member in order
                 if member in departed
                 or (was := was_assigned.get(member)) is None
-                or not _same(was, nxt[member])
-                or not _same(was_revoking.get(member, empty), revoked[member])
+                or (was is not (now := nxt[member]) and was != now)
+                or (
+                    (told := was_revoking.get(member, empty)) is not (tell := revoked[member])
+                    and told != tell
+                )
             }
         restarted = self._restarted(nxt, newly)
         changed.update(restarted)
@@ -259,6 +264,9 @@ class _Round:
             and gone
             and (member in changed or members[member].generation < assigned_at[member])
         }
+        held_back = held_back if held_back is not None else model.RevocationBackoff()
+        if changed and not wanted_revocation and delay is None:
+            held_back = backoff.settled(held_back)
         state = model.PlanState(
             generation=generation,
             protocol=protocol,
@@ -270,6 +278,7 @@ class _Round:
             epochs=epochs,
             revoking=revoking,
             eager_revoking=eager_revoking,
+            backoff=held_back,
         )
         known = self.cache.plans
         plans = {
@@ -297,13 +306,21 @@ class _Round:
         newly_lost = model.EMPTY
         for member in self.departed:
             newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
-        delay_ms = max(0, delay.deadline_ms - self.now_ms) if delay else 0
+        next_round_at: int | None
+        if delay is not None:
+            delay_ms, next_round_at = max(0, delay.deadline_ms - self.now_ms), delay.deadline_ms
+        elif backoff.remaining_ms(held_back, self.now_ms):
+            # Revocations held back (``core.backoff``): the round that may revoke is due then.
+            delay_ms, next_round_at = backoff.remaining_ms(held_back, self.now_ms), (
+                held_back.held_until_ms)
+        else:
+            delay_ms, next_round_at = 0, None
         return model.Plan(
             members=plans,
             state=state,
             protocol=protocol,
             delay_ms=delay_ms,
-            next_round_at_ms=delay.deadline_ms if delay else None,
+            next_round_at_ms=next_round_at,
             changed=frozenset(changed),
             newly_assigned=newly,
             newly_lost=newly_lost.intersection(self.configured),
@@ -451,7 +468,7 @@ class _Round:
             # Only a round with lost work reads this list (``resolve`` returns first).
             empty_members=[
                 m for m in self.order
-                if not nxt_c.size(m) and not nxt.size(m) and not self.held[m]
+                if not nxt_c.get(m) and not nxt.get(m) and not self.held[m]
             ] if lost else [],
         )
         for member, resources in candidate_grants.items():
@@ -474,11 +491,23 @@ class _Round:
             if free_t:
                 free_t -= nxt.edited[member]
 
+        wanted = False
+        if delay is not None:
+            # KIP-415: no revocation for balance while a delay is pending.
+            may_revoke, held_back = False, backoff.deferred(previous.backoff)
+        else:
+            wanted = bool(self.order) and self._wants_revocation(nxt_c, nxt)
+            may_revoke, held_back = backoff.decide(
+                previous.backoff,
+                wants_revocation=wanted,
+                now_ms=self.now_ms,
+                max_delay_ms=self.snapshot.settings.max_delay_ms,
+            )
         if self.order:
             if self.policy is model.Policy.KOOPER:
-                self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=delay is None)
+                self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
             else:
-                self._balance_as_one_pool(nxt_c, nxt, free_c, free_t, balancing=delay is None)
+                self._balance_as_one_pool(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
 
         result: Holdings = dict(current_of)  # members whose sets were not edited
         touched = (
@@ -494,7 +523,10 @@ class _Round:
                 result[member] = current
             else:
                 result[member] = model.ConnectorsAndTasks(connectors, tasks)
-        return self._finish(model.Protocol.COMPATIBLE, result, lost=lost, delay=delay)
+        return self._finish(
+            model.Protocol.COMPATIBLE, result, lost=lost, delay=delay, held_back=held_back,
+            wanted_revocation=wanted,
+        )
 
     # -- the kooper policy's rules ---------------------------------------------------
 
@@ -526,6 +558,53 @@ class _Round:
 
     # -- balancing ---------------------------------------------------------------------
 
+    def _wants_revocation(self, nxt_c: _Draft, nxt_t: _Draft) -> bool:
+        """Whether balancing would stop something a member runs (``core.backoff`` asks).
+
+        Trimming what a member was only handed this round stops nothing, so it is
+        not a revocation.
+        """
+        held = self.held
+        if self.policy is model.Policy.KOOPER:
+            for draft, total, kind in (
+                (nxt_c, len(self.configured.connectors), "connectors"),
+                (nxt_t, len(self.configured.tasks), "tasks"),
+            ):
+                for member, count in balance.revocation_counts(draft.sizes(), total).items():
+                    has = getattr(held[member], kind)
+                    if count > sum(1 for r in draft.get(member) if r not in has):
+                        return True
+            return False
+        loads = {m: nxt_c.size(m) + nxt_t.size(m) for m in self.order}
+        for member, count in balance.revocation_counts(loads, len(self.configured)).items():
+            unheld = sum(1 for r in (*nxt_c.get(member), *nxt_t.get(member))
+                         if r not in held[member])
+            if count > unheld:
+                return True
+        return False
+
+    @staticmethod
+    def _trim(
+        draft: _Draft,
+        member: ids.WorkerId,
+        held: frozenset[str],
+        count: int,
+        pick: Callable[[Iterable[str], int], list[str]],
+    ) -> frozenset[str]:
+        """Take ``count`` resources off a member's draft; return those it did not hold.
+
+        What the member was only handed this round (its own lost work, a candidate's
+        grant) goes first and goes back to the free work: trimming it stops nothing,
+        so another member can start it in this very round.
+        """
+        current = draft.get(member)
+        unheld = [r for r in current if r not in held] if member in draft.edited else []
+        picked = pick(unheld, min(count, len(unheld))) if unheld else []
+        if count > len(picked):
+            picked = [*picked, *pick([r for r in current if r in held], count - len(picked))]
+        draft.edit(member).difference_update(picked)
+        return frozenset(r for r in picked if r not in held)
+
     def _balance_separately(
         self,
         nxt_c: _Draft,
@@ -540,11 +619,12 @@ class _Round:
         if balancing:
             counts = balance.revocation_counts(nxt_c.sizes(), total_c)
             for member, count in counts.items():
-                nxt_c.edit(member).difference_update(balance.pick_last(nxt_c.get(member), count))
+                free_c |= self._trim(nxt_c, member, self.held[member].connectors, count,
+                                     balance.pick_last)
             counts = balance.revocation_counts(nxt_t.sizes(), total_t)
             for member, count in counts.items():
-                picked = balance.pick_spread_tasks(nxt_t.get(member), count)
-                nxt_t.edit(member).difference_update(picked)
+                free_t |= self._trim(nxt_t, member, self.held[member].tasks, count,
+                                     balance.pick_spread_tasks)
         if free_c:
             given = balance.allocate(
                 sorted(free_c, key=model.resource_sort_key),
@@ -586,11 +666,22 @@ class _Round:
         if balancing:
             loads = {m: nxt_c.size(m) + nxt_t.size(m) for m in self.order}
             for member, count in balance.revocation_counts(loads, total).items():
+                held = self.held[member]
                 pool = [*nxt_c.get(member), *nxt_t.get(member)]
-                for resource in balance.pick_last(pool, count):
-                    (nxt_c if resource in nxt_c.get(member) else nxt_t).edit(member).discard(
-                        resource
-                    )
+                # What the member does not hold yet (handed to it this round) goes first,
+                # and goes back to the free work: trimming it stops nothing.
+                unheld = [r for r in pool if r not in held]
+                picked = balance.pick_last(unheld, min(count, len(unheld)))
+                rest = [r for r in pool if r in held]
+                picked += balance.pick_last(rest, count - len(picked))
+                for resource in picked:
+                    is_connector = resource in nxt_c.get(member)
+                    (nxt_c if is_connector else nxt_t).edit(member).discard(resource)
+                    if resource not in held:
+                        if is_connector:
+                            free_c |= {resource}
+                        else:
+                            free_t |= {resource}
         # KIP-415's tables hand out tasks before connector instances.
         ordered = [
             *sorted(free_t, key=model.resource_sort_key),
@@ -627,7 +718,7 @@ class _Draft:
 
     def sizes(self) -> dict[ids.WorkerId, int]:
         """Every member's size, in member order."""
-        sizes = {member: len(resources) for member, resources in self.base.items()}
+        sizes = dict(zip(self.base, map(len, self.base.values()), strict=True))
         for member, resources in self.edited.items():
             sizes[member] = len(resources)
         return sizes

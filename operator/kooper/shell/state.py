@@ -65,6 +65,11 @@ def encode(state: model.PlanState) -> dict[str, Any]:
         "generation": state.generation,
         "protocol": str(state.protocol),
         "eagerRevoking": state.eager_revoking,
+        "backoff": {
+            "revokedLast": state.backoff.revoked_last,
+            "streak": state.backoff.streak,
+            "heldUntilMs": state.backoff.held_until_ms,
+        },
         "incarnations": dict(sorted(state.incarnations.items())),
         "lost": {
             member: encode_resources(resources)
@@ -157,8 +162,21 @@ def restore(
         epochs=epochs,
         revoking=revoking,
         eager_revoking=bool(document.get("eagerRevoking", False)),
+        backoff=_decode_backoff(document.get("backoff")),
     )
     return Restored(state, tuple(sorted(unreadable)))
+
+
+def _decode_backoff(raw: object) -> model.RevocationBackoff:
+    """The persisted revocation backoff; anything unreadable starts over (it only delays)."""
+    if not isinstance(raw, Mapping):
+        return model.RevocationBackoff()
+    held = raw.get("heldUntilMs")
+    return model.RevocationBackoff(
+        revoked_last=raw.get("revokedLast") is True,
+        streak=max(0, _int(raw.get("streak"), 0)),
+        held_until_ms=held if isinstance(held, int) and not isinstance(held, bool) else None,
+    )
 
 
 def merge_partial(
