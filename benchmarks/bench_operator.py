@@ -275,6 +275,13 @@ def main() -> int:
                   f"converged {time.monotonic() - started:.2f}s", flush=True)
             runner = next(iter(memo["shell"].runners.values()))
             stats = memo["shell"].context.client.stats
+            ident = getattr(getattr(thread, "_thread", None), "ident", None)
+            clock = time.pthread_getcpuclockid(ident) if ident is not None else None
+
+            def operator_cpu() -> float:
+                # CPU seconds of kopf's thread: comparable across runs on a busy machine.
+                return time.clock_gettime(clock) if clock is not None else 0.0
+
             profiler = Profiler(runner.task.get_loop() if runner.task else None)
             if args.profile:
                 profiler.start()
@@ -285,14 +292,21 @@ def main() -> int:
                 to_status: list[float] = []
                 cm_writes: list[int] = []
                 all_writes: dict[str, list[int]] = {}
+                sizes: dict[str, list[float]] = {}
+                cpu: list[float] = []
                 for i in range(count):
                     if prepare is not None:
                         prepare(i)
                     generation = feed.generation
                     before = dict(stats.by_kind)
+                    # getattr: the bench also runs against older trees, for before/after.
+                    sent_by_kind = getattr(stats, "bytes_by_kind", {})
+                    bytes_before = dict(sent_by_kind)
+                    cpu0 = operator_cpu()
                     t0 = time.monotonic()
                     act(i)
                     t_status = feed.wait_above(generation)
+                    cpu.append(operator_cpu() - cpu0)
                     with feed.cond:
                         written = [t for t, g in feed.configmap_at
                                    if t >= t0 and g == generation + 1]
@@ -301,7 +315,11 @@ def main() -> int:
                     cm_writes.append(len(written))
                     converge(emulated, workers)
                     for kind_, n in stats.by_kind.items():
-                        all_writes.setdefault(kind_, []).append(n - before.get(kind_, 0))
+                        calls = n - before.get(kind_, 0)
+                        all_writes.setdefault(kind_, []).append(calls)
+                        if calls:
+                            sent = sent_by_kind.get(kind_, 0) - bytes_before.get(kind_, 0)
+                            sizes.setdefault(kind_, []).append(sent / calls)
                 print(f"{kind}: n={count}\n"
                       f"  -> last ConfigMap written: p50={percentile(to_cm, 50) * 1000:.0f}ms "
                       f"p99={percentile(to_cm, 99) * 1000:.0f}ms "
@@ -309,12 +327,18 @@ def main() -> int:
                       f"  -> WorkerGroup status:     p50={percentile(to_status, 50) * 1000:.0f}ms "
                       f"p99={percentile(to_status, 99) * 1000:.0f}ms "
                       f"max={max(to_status) * 1000:.0f}ms\n"
+                      f"  operator thread CPU until the status: p50="
+                      f"{percentile(cpu, 50) * 1000:.0f}ms p99={percentile(cpu, 99) * 1000:.0f}ms"
+                      "\n"
                       f"  ConfigMaps written in that round: median "
                       f"{statistics.median(cm_writes):.0f} (max {max(cm_writes)}) of "
                       f"{len(workers.state)} members\n"
                       f"  API writes per disruption until converged (median by kind): "
                       + ", ".join(f"{k}={statistics.median(v):.0f}"
-                                  for k, v in sorted(all_writes.items())), flush=True)
+                                  for k, v in sorted(all_writes.items()))
+                      + "\n  mean body bytes per write: "
+                      + ", ".join(f"{k}={statistics.median(v):.0f}"
+                                  for k, v in sorted(sizes.items())), flush=True)
 
             names = sorted(workers.state)
             measure("departure -> written", args.departures,

@@ -67,11 +67,14 @@ class Stats:
     writes: int = 0
     conflicts: int = 0
     by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    bytes_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Request body bytes sent, by kind (how big status patches are)."""
 
-    def count(self, kind: str) -> None:
-        """Count one mutating call of ``kind``."""
+    def count(self, kind: str, size: int = 0) -> None:
+        """Count one mutating call of ``kind`` whose body has ``size`` bytes."""
         self.writes += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        self.bytes_by_kind[kind] = self.bytes_by_kind.get(kind, 0) + size
 
 
 class Client:
@@ -131,7 +134,7 @@ class Client:
         url = self._connection.server.rstrip("/") + path
         data = json.dumps(body, separators=(",", ":")) if body is not None else None
         if method != "GET":
-            self.stats.count(kind or method)
+            self.stats.count(kind or method, len(data) if data is not None else 0)
         async with self._limit:
             try:
                 async with session.request(

@@ -141,6 +141,8 @@ class GroupRunner:
         self.restarts_pending: dict[str, tuple[str, frozenset[str]]] = {}
         """connector → (value, resources whose member's write failed: restart them again)."""
         self._connectors_dirty: set[str] = set()
+        self.cache = assignor.Cache()
+        """The assignor's indexes of this group's last rounds: a round costs what changed."""
         self._configured_cache: tuple[tuple[tuple[str, int], ...],
                                       model.ConnectorsAndTasks] | None = None
         self.own_versions: dict[str, list[str]] = {}
@@ -247,7 +249,8 @@ class GroupRunner:
         started = time.perf_counter()
         read_s = started - t_read
         configured = self._configured(snap)
-        plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured)
+        plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured,
+                             cache=self.cache)
         compute_s = time.perf_counter() - started
 
         # Before the writes: what a member was never given is judged against earlier rounds.
@@ -370,6 +373,7 @@ class GroupRunner:
             group=self.name,
         )
         self.previous = restored.state
+        self.cache = assignor.Cache()
         self.written = {
             member: (cm.resource_version, cm.text)
             for member, cm in configmaps.items()
