@@ -42,6 +42,7 @@ after the last one leaves.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Container, Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -111,6 +112,10 @@ def _fenced_since_assigned(member: model.Member, previous: model.PlanState) -> b
     generation it reports), the fence is already handled.
     """
     return member.fenced and member.generation >= previous.assigned_at.get(member.id, 0)
+
+
+_CONNECTORS = operator.attrgetter("connectors")
+_TASKS = operator.attrgetter("tasks")
 
 
 def _same(a: model.ConnectorsAndTasks, b: model.ConnectorsAndTasks) -> bool:
@@ -296,7 +301,10 @@ class _Round:
         # Assignments never overlap (the barrier), so counting is enough to know
         # whether anything is unassigned; build the sets only when it is.
         unassigned = model.EMPTY
-        if sum(len(a.connectors) + len(a.tasks) for a in nxt.values()) != len(self.configured):
+        counted = sum(map(len, map(_CONNECTORS, nxt.values()))) + sum(
+            map(len, map(_TASKS, nxt.values()))
+        )
+        if counted != len(self.configured):
             if self.cache.persistent:
                 index = self.cache.assigned
                 index.sync(nxt)
@@ -541,8 +549,8 @@ class _Round:
         Kubernetes tells us what Kafka cannot: a StatefulSet pod that restarts keeps
         its name, so the resources lost with its previous incarnation are its own.
         """
-        for member in self.order:
-            own = lost.pop(member, None)
+        for member in sorted(lost.keys() & self.snapshot.members.keys()):  # in member order
+            own = lost.pop(member)
             if own:
                 nxt_c.edit(member).update(own.connectors)
                 nxt_t.edit(member).update(own.tasks)
