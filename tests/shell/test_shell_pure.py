@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -250,3 +251,23 @@ def test_placement_reports_only_connectors_whose_resources_changed_member():
     # b departs: its resources are nowhere.
     assert where.update({W("a"): cat("A", "my-conn-1")}) == {"A", "B"}
     assert where.where == {"A": "a", "my-conn-1": "a"}
+
+
+def test_state_encoding_reuses_the_last_epochs_only_when_nothing_they_depend_on_changed():
+    _, plan = _converged_plan()
+    lost = {W("gone"): model.ConnectorsAndTasks.of(tasks=["B-0"])}
+    first = dataclasses.replace(plan.state, lost=lost, epochs={**plan.state.epochs, "B-0": 2})
+    doc = state.encode(first)
+    assert doc["epochs"] == {"B-0": 2}
+    # Same epochs object, equal assignments: the same document, built without the scan.
+    again = dataclasses.replace(first, generation=first.generation + 1)
+    assert state.encode(again, previous=(first, doc)) == {**doc, "generation": again.generation}
+    marked = {**doc, "epochs": {"reused": 1}}
+    assert state.encode(again, previous=(first, marked))["epochs"] == {"reused": 1}
+    # B-0 handed to a member: new epochs and assignments, so they are recomputed.
+    member = next(iter(first.assignments))
+    moved = dataclasses.replace(
+        first, lost={}, epochs={**first.epochs, "B-0": 3},
+        assignments={**first.assignments, member: first.assignments[member].union(
+            model.ConnectorsAndTasks.of(tasks=["B-0"]))})
+    assert state.encode(moved, previous=(first, doc))["epochs"] == {}

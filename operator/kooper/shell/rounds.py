@@ -141,6 +141,7 @@ class GroupRunner:
         self.restarts_pending: dict[str, tuple[str, frozenset[str]]] = {}
         """connector → (value, resources whose member's write failed: restart them again)."""
         self._connectors_dirty: set[str] = set()
+        self._encoded: tuple[model.PlanState, dict[str, Any]] | None = None
         self.cache = assignor.Cache()
         """The assignor's indexes of this group's last rounds: a round costs what changed."""
         self._configured_cache: tuple[tuple[tuple[str, int], ...],
@@ -374,6 +375,7 @@ class GroupRunner:
         )
         self.previous = restored.state
         self.cache = assignor.Cache()
+        self._encoded = None
         self.written = {
             member: (cm.resource_version, cm.text)
             for member, cm in configmaps.items()
@@ -559,7 +561,8 @@ class GroupRunner:
 
     async def _patch_group_status(self, group: views.GroupView, facts: status.GroupFacts,
                                   new_state: model.PlanState) -> None:
-        encoded = state.encode(new_state)
+        encoded = state.encode(new_state, previous=self._encoded)
+        self._encoded = (new_state, encoded)
         base = self.last_status if self.last_status is not None else group.status
         rv = self.group_rv or group.resource_version
         for _ in range(5):
