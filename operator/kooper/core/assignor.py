@@ -157,8 +157,10 @@ class _Round:
         }
         self.current: Holdings = {}
         self.held: Holdings = {}
+        current_of, held_of = self.current, self.held
+        # Updated in place: an entry only says what a member's holding was for given
+        # objects, so one left by a member that has gone is never wrong, only unused.
         memo = cache.held_of
-        fresh: dict[ids.WorkerId, _HeldMemo] = {}
         empty = model.EMPTY
         departed = self.departed
         was_assigned, was_revoking = previous.assignments, previous.revoking
@@ -175,7 +177,7 @@ class _Round:
                 unacked = was_revoking[member]
             else:
                 unacked = empty
-            self.current[member] = current
+            current_of[member] = current
             known = memo.get(member)
             if (
                 known is not None
@@ -183,14 +185,16 @@ class _Round:
                 and known[1] is current
                 and known[2] is unacked
             ):
-                held = known[3]  # same objects as a recent round: same holding
-            elif (unacked is empty or not unacked) and (owned is current or owned == current):
+                held_of[member] = known[3]  # same objects as a recent round: same holding
+                continue
+            if (unacked is empty or not unacked) and (owned is current or owned == current):
                 held = current  # settled: the common case, no copy
             else:
                 held = current.union(owned).union(unacked)
-            self.held[member] = held
-            fresh[member] = (owned, current, unacked, held)
-        cache.held_of = fresh
+            held_of[member] = held
+            memo[member] = (owned, current, unacked, held)
+        if len(memo) > 2 * len(members) + 16:  # members that left: forget them
+            cache.held_of = {member: memo[member] for member in members if member in memo}
 
     # -- shared steps -------------------------------------------------------------
 
