@@ -148,12 +148,9 @@ class _Round:
         self.departed = {
             member
             for member in previous.assignments
-            if member not in members
-            or (
-                incarnations.get(member, "")
-                and members[member].incarnation != incarnations[member]
-            )
-            or (members[member].fenced and _fenced_since_assigned(members[member], previous))
+            if (report := members.get(member)) is None
+            or ((was := incarnations.get(member, "")) and report.incarnation != was)
+            or (report.fenced and _fenced_since_assigned(report, previous))
         }
         self.current: Holdings = {}
         self.held: Holdings = {}
@@ -931,10 +928,10 @@ class _Union:
                 t.drop(before.tasks - new.tasks)
                 c.add(new.connectors - before.connectors)
                 t.add(new.tasks - before.tasks)
-            for member, before in old.items():
-                if member not in sets:
-                    c.drop(before.connectors)
-                    t.drop(before.tasks)
+            for member in old.keys() - sets.keys():
+                before = old[member]
+                c.drop(before.connectors)
+                t.drop(before.tasks)
             c.compact()
             t.compact()
         self.sets = dict(sets)
@@ -964,10 +961,9 @@ class _Groups:
                 _uncount(counts, task.rpartition("-")[0], member)
             for task in new - before:
                 counts[task.rpartition("-")[0]][member] += 1
-        for member, before in old.items():
-            if member not in sets:
-                for task in before:
-                    _uncount(counts, task.rpartition("-")[0], member)
+        for member in old.keys() - sets.keys():
+            for task in old[member]:
+                _uncount(counts, task.rpartition("-")[0], member)
         self.sets = dict(sets)
 
     def of(
