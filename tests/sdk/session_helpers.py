@@ -27,6 +27,8 @@ def assignment(
     epochs=None,
     configs=None,
     name="w-0",
+    states=None,
+    incarnation="",
 ):
     return messages.Assignment(
         group="g",
@@ -37,6 +39,8 @@ def assignment(
         revoked=CAT(*revoked),
         epochs=epochs or {},
         configs=configs or {},
+        states=states or {},
+        incarnation=incarnation,
     )
 
 

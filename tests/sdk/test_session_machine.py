@@ -1,8 +1,19 @@
-"""Hypothesis drives a session with arbitrary interleavings; the invariants must hold."""
+"""Hypothesis drives a session with arbitrary interleavings; the invariants must hold.
 
-from hypothesis import settings
+The fake transport may also leave a start running past its timeout and let it
+return (or fail) any time later, and the operator may pause connectors or send
+documents planned for another incarnation.
+"""
+
+from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from tests.sdk.session_helpers import BOTH, EAGER_ONLY, assignment
 
 from kooper.protocol import member
@@ -25,9 +36,11 @@ class SessionMachine(RuleBasedStateMachine):
         self.accepted: list[int] = []
         self.reported_generations: list[int] = []
         self.target = None
+        self.left_running: dict[str, sdk_session.Start] = {}  # timed out, callback goes on
+        self.orphans: set[str] = set()  # started late: running, owned by nobody
+        self.paused: set[str] = set()  # what the callbacks were told to hold paused
 
-    @rule(cooperative=st.booleans())
-    @precondition(lambda self: self.session is None)
+    @initialize(cooperative=st.booleans())
     def create(self, cooperative):
         self.session = sdk_session.Session(
             member_name="w-0",
@@ -43,9 +56,10 @@ class SessionMachine(RuleBasedStateMachine):
         revoke=st.sets(st.sampled_from(RESOURCES)),
         eager=st.booleans(),
         epoch=st.integers(0, 2),
+        paused=st.sets(st.sampled_from(["A", "B"])),
+        incarnation=st.sampled_from(["", "x", "x", "y"]),
     )
-    @precondition(lambda self: self.session is not None)
-    def assign(self, bump, chosen, revoke, eager, epoch):
+    def assign(self, bump, chosen, revoke, eager, epoch, paused, incarnation):  # noqa: PLR0917
         self.generation = max(0, self.generation + bump)
         tasks = [r for r in chosen if "-" in r]
         connectors = [r for r in chosen if "-" not in r]
@@ -57,16 +71,18 @@ class SessionMachine(RuleBasedStateMachine):
             revoked=([r for r in revoked if "-" not in r], [r for r in revoked if "-" in r]),
             protocol="eager" if eager else "compatible",
             epochs={r: epoch for r in chosen},
+            states={connector: "paused" for connector in paused},
+            incarnation=incarnation,
         )
         before = self.session.state
         if self.session.receive_assignment(message):
+            assert incarnation in ("", "x"), "applied a document of another incarnation"
             assert not self.accepted or self.generation > self.accepted[-1]
             assert member.accepts_assignments(before)
             self.accepted.append(self.generation)
             self.target = message
 
     @rule()
-    @precondition(lambda self: self.session is not None)
     def fetch(self):
         batch = self.session.next_actions()
         if any(isinstance(action, sdk_session.Start) for action in batch):
@@ -75,6 +91,9 @@ class SessionMachine(RuleBasedStateMachine):
             assert self.session.state in member.LIVE_STATES
             assigned = self.target.assigned
             assert set(self.running) <= assigned.connectors | assigned.tasks
+            assert not self.orphans
+            starting = {a.resource for a in batch if isinstance(a, sdk_session.Start)}
+            assert not starting & set(self.left_running), "started while a start still runs"
         if self.session.state is member.MemberState.FENCED:
             assert all(a.lost for a in batch if isinstance(a, sdk_session.Stop))
         self.pending.extend(batch)
@@ -84,41 +103,125 @@ class SessionMachine(RuleBasedStateMachine):
     def complete_one(self, data, fail):
         action = self.pending.pop(data.draw(st.integers(0, len(self.pending) - 1)))
         error = "boom" if fail and not isinstance(action, sdk_session.ReleaseLease) else None
+        self.apply(action, error)
+
+    @rule(data=st.data())
+    @precondition(lambda self: not self.pending)
+    def run_one_batch(self, data):
+        """Timed-out starts may return first; then fetch one batch and finish all of it:
+        each action succeeds, fails or hangs."""
+        for resource in sorted(set(self.left_running) - self.orphans):
+            if self.pending:
+                break
+            late = data.draw(st.sampled_from(["not yet", "started", "failed"]))
+            if late != "not yet":
+                self.return_late(resource, started=late == "started")
+        if self.pending:
+            return
+        self.fetch()
+        batch, self.pending = self.pending, []
+        for action in batch:
+            outcome = data.draw(st.sampled_from(["hang", "ok", "fail", "ok"]))
+            if isinstance(action, sdk_session.ReleaseLease) or outcome == "ok":
+                self.apply(action, None)
+            else:
+                hang = outcome == "hang" and isinstance(action, sdk_session.Start)
+                self.apply(action, "timed out" if hang else "boom", still_running=hang)
+
+    @rule(data=st.data())
+    @precondition(lambda self: any(isinstance(a, sdk_session.Start) for a in self.pending))
+    def a_start_times_out_and_goes_on(self, data):
+        starts = [a for a in self.pending if isinstance(a, sdk_session.Start)]
+        action = data.draw(st.sampled_from(starts))
+        self.pending.remove(action)
+        self.apply(action, "timed out", still_running=True)
+
+    def apply(self, action, error, *, still_running=False):
+        resource = getattr(action, "resource", None)
         if isinstance(action, sdk_session.Start):
-            assert action.resource not in self.running, "started twice without a stop"
-            if error is None:
-                self.running[action.resource] = action.epoch
+            assert resource not in self.running, "started twice without a stop"
+            assert resource not in self.left_running, "started while a start still runs"
+            if still_running:
+                event("start left running")
+                self.left_running[resource] = action
+            elif error is None:
+                self.running[resource] = action.epoch
         elif isinstance(action, sdk_session.Stop):
-            assert action.resource in self.running, "stopped something not running"
-            del self.running[action.resource]
+            assert resource in self.running, "stopped something not running"
+            assert action.cleanup == (resource in self.orphans)
+            if action.cleanup:
+                event("cleanup stop")
+                assert action.lost
+                self.orphans.discard(resource)
+                del self.left_running[resource]
+            del self.running[resource]
+            self.paused.discard(resource)
+        elif isinstance(action, sdk_session.Pause):
+            assert resource in self.running
+            assert resource not in self.orphans
+            assert resource not in self.paused, "paused twice"
+            self.paused.add(resource)
+        elif isinstance(action, sdk_session.Resume):
+            assert resource in self.paused, "resumed what was not paused"
+            self.paused.discard(resource)
         elif isinstance(action, sdk_session.WriteReport):
             report = action.report
             if error is None:
-                assert set(report.owned.connectors | report.owned.tasks) == set(self.running)
+                owned = set(self.running) - self.orphans
+                assert set(report.owned.connectors | report.owned.tasks) == owned
                 if self.reported_generations:
                     assert report.generation >= self.reported_generations[-1]
                 self.reported_generations.append(report.generation)
                 assert report.generation == -1 or report.generation in self.accepted
-        self.session.done(action, error=error)
+        self.session.done(action, error=error, still_running=still_running)
+
+    @rule(data=st.data(), started=st.sampled_from([True, True, False]))
+    @precondition(lambda self: set(self.left_running) - self.orphans)
+    def late_start_returns(self, data, started):
+        resource = data.draw(st.sampled_from(sorted(set(self.left_running) - self.orphans)))
+        self.return_late(resource, started=started)
+
+    def return_late(self, resource, *, started):
+        action = self.left_running[resource]
+        event(f"late start returns, started={started}")
+        handled = self.session.late_start_returned(
+            action, error=None if started else "late boom"
+        )
+        if not started:
+            assert handled
+            del self.left_running[resource]
+        elif not handled:
+            # Leaving or gone: the transport stops it itself, the session cannot.
+            assert self.session.state in (member.MemberState.LEAVING, member.MemberState.LEFT)
+            del self.left_running[resource]
+        else:
+            self.running[resource] = action.epoch
+            self.orphans.add(resource)
+            if not self.pending:
+                # Nothing in flight: its stop is in the very next batch.
+                self.fetch()
+                assert any(
+                    isinstance(a, sdk_session.Stop) and a.cleanup and a.resource == resource
+                    for a in self.pending
+                )
 
     @rule(ms=st.integers(0, 2 * LEASE_MS))
-    @precondition(lambda self: self.session is not None)
     def time_passes(self, ms):
         self.now += ms
         self.session.tick(self.now)
 
     @rule()
-    @precondition(lambda self: self.session is not None)
     def renew(self):
         self.session.lease_renewed(self.now)
 
-    @rule()
-    @precondition(lambda self: self.session is not None)
-    def sigterm(self):
-        self.session.terminate()
+    @rule(dice=st.integers(0, 5))
+    def sigterm(self, dice):
+        # One draw in six: a member that leaves early explores nothing else.
+        if dice == 0:
+            self.session.terminate()
 
     @rule()
-    @precondition(lambda self: self.session is not None and not self.pending)
+    @precondition(lambda self: not self.pending)
     def settle(self):
         """Run to quiescence: fenced or leaving members then run nothing."""
         while True:
@@ -126,26 +229,26 @@ class SessionMachine(RuleBasedStateMachine):
             if not self.pending:
                 break
             while self.pending:
-                self.complete_one_fixed(self.pending.pop(0))
+                self.apply(self.pending.pop(0), None)
         state = self.session.state
+        assert not self.orphans, "a late start was left running unowned"
         if state in (member.MemberState.FENCED, member.MemberState.LEFT):
             assert self.running == {}
         if state is member.MemberState.LEFT:
             assert self.session.report().owned.tasks == frozenset()
-
-    def complete_one_fixed(self, action):
-        if isinstance(action, sdk_session.Start):
-            assert action.resource not in self.running
-            self.running[action.resource] = action.epoch
-        elif isinstance(action, sdk_session.Stop):
-            assert action.resource in self.running
-            del self.running[action.resource]
-        self.session.done(action)
+        if state in member.LIVE_STATES:
+            states = self.target.states if self.target else {}
+            expected = {
+                r for r in self.running if states.get(r.split("-")[0]) == "paused"
+            }
+            assert self.paused == expected
+            assert self.session.paused == expected
 
     @invariant()
     def session_owns_what_the_callbacks_run_once_idle(self):
         if self.session is not None and not self.pending:
-            assert set(self.session.owned) == set(self.running)
+            assert set(self.session.owned) == set(self.running) - self.orphans
+            assert set(self.session.left_running) == set(self.left_running)
 
     @invariant()
     def applied_generation_is_one_that_was_accepted(self):

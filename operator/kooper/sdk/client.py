@@ -366,7 +366,8 @@ class Worker:
                 )
             else:
                 logger.error("on_assigned(%s) failed after its timeout: %s", action.resource, error)
-            self.session.late_start_returned(action, error=error)
+            if not self.session.late_start_returned(action, error=error):
+                self._stop_orphan(action, error)
 
     def _stop_orphan(self, action: sdk_session.Start, error: str | None) -> None:
         # The worker has left: no session will schedule the stop, so do it here.

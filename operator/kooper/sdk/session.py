@@ -228,22 +228,28 @@ class Session:
         self._report_dirty = True
         return True
 
-    def late_start_returned(self, action: Start, *, error: str | None = None) -> None:
+    def late_start_returned(self, action: Start, *, error: str | None = None) -> bool:
         """A start that timed out (``done(..., still_running=True)``) has returned.
 
         ``error`` is what it raised (``None``: it did start the resource). A started
-        resource is stopped as lost in the next batch: nobody owns it.
+        resource is stopped as lost in the next batch: nobody owns it. Returns
+        ``False`` when the session will not schedule that stop because the member is
+        leaving or gone: the transport must stop the resource itself.
         """
         if self._zombies.get(action.resource) is not action:
             raise errors.LocalProtocolError(f"{action!r} was not left running")
         previous = self._failed.get(action.resource, "start timed out")
-        if error is None:
-            self._cleanup.add(action.resource)
-            self._failed[action.resource] = f"{previous}; it returned late: stopping it as lost"
-        else:
+        self._report_dirty = True
+        if error is not None:
             del self._zombies[action.resource]
             self._failed[action.resource] = f"{previous}; it then failed: {error}"
-        self._report_dirty = True
+            return True
+        if self.state in (_S.LEAVING, _S.LEFT):
+            del self._zombies[action.resource]
+            return False
+        self._cleanup.add(action.resource)
+        self._failed[action.resource] = f"{previous}; it returned late: stopping it as lost"
+        return True
 
     def planned_for_us(self, assignment: messages.Assignment) -> bool:
         """Whether ``assignment`` was planned for this incarnation (or for any)."""
@@ -332,10 +338,10 @@ class Session:
         ``still_running``: a ``Start`` timed out and its callback thread goes on (a
         thread cannot be killed). Pass what it finally did to ``late_start_returned``.
         """
-        if self._in_flight.pop(id(action), None) is None:
-            raise errors.LocalProtocolError(f"{action!r} was not in flight")
         if still_running and not (isinstance(action, Start) and error is not None):
             raise errors.LocalProtocolError("only a failed start can be left running")
+        if self._in_flight.pop(id(action), None) is None:
+            raise errors.LocalProtocolError(f"{action!r} was not in flight")
         if isinstance(action, Stop) and action.cleanup:
             self._cleanup.discard(action.resource)
             self._zombies.pop(action.resource, None)
