@@ -288,6 +288,8 @@ def main() -> int:
 
             def measure(kind: str, count: int, act: Callable[[int], None],
                         prepare: Callable[[int], None] | None = None) -> None:
+                if count <= 0:
+                    return
                 to_cm: list[float] = []
                 to_status: list[float] = []
                 cm_writes: list[int] = []
@@ -320,7 +322,8 @@ def main() -> int:
                         if calls:
                             sent = sent_by_kind.get(kind_, 0) - bytes_before.get(kind_, 0)
                             sizes.setdefault(kind_, []).append(sent / calls)
-                print(f"{kind}: n={count}\n"
+                print(f"{kind}: n={count} (ms: "
+                      + " ".join(f"{t * 1000:.0f}" for t in to_cm) + ")\n"
                       f"  -> last ConfigMap written: p50={percentile(to_cm, 50) * 1000:.0f}ms "
                       f"p99={percentile(to_cm, 99) * 1000:.0f}ms "
                       f"max={max(to_cm) * 1000:.0f}ms\n"

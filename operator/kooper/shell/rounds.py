@@ -79,6 +79,9 @@ class Context:
     connector_status_delay_s: float = 0.5
     """Connector statuses wait this long after a round, so that a placement and the
     members' reports that follow it land in one patch per connector, not two."""
+    connector_status_max_wait_s: float = 2.0
+    """...and keep waiting, up to this long, while members have not applied their
+    latest document yet (their reports will change ``running``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class GroupRunner:
         self._connectors_wanted: tuple[model.Plan, model.Snapshot,
                                        list[views.ConnectorView], int] | None = None
         self._connectors_task: asyncio.Task[None] | None = None
+        self._connectors_settled = True
+        """Whether every member had applied its document in the round last queued."""
         self.restarts_done: dict[str, dict[str, Any]] = {}
         """connector → ``status.restart`` record of the last restart value acted on."""
         self.restarts_pending: dict[str, tuple[str, frozenset[str]]] = {}
@@ -284,7 +289,7 @@ class GroupRunner:
         self.last_plan = plan
         self.last_inputs = inputs if not failed else None
         await self._after_round(group, previous=previous, plan=plan, snap=snap,
-                                connectors=connectors, now_ms=now_ms,
+                                connectors=connectors, now_ms=now_ms, pending=bool(pending),
                                 restarted=[name for name in sorted(restarts)
                                            if name not in self.restarts_pending])
         metrics.observe_round(
@@ -657,7 +662,7 @@ class GroupRunner:
     async def _after_round(
         self, group: views.GroupView, *, previous: model.PlanState, plan: model.Plan,
         snap: model.Snapshot, connectors: list[views.ConnectorView], now_ms: int,
-        restarted: Iterable[str] = (),
+        restarted: Iterable[str] = (), pending: bool = False,
     ) -> None:
         by_name = {connector.name: connector for connector in connectors}
         for name in restarted:
@@ -719,16 +724,22 @@ class GroupRunner:
         if self.ctx.connector_status:
             # Off the round's critical path, latest wins: a burst of rounds patches once.
             self._connectors_wanted = (plan, snap, connectors, now_ms)
+            self._connectors_settled = not pending
             if self._connectors_task is None or self._connectors_task.done():
                 self._connectors_task = asyncio.get_running_loop().create_task(
                     self._connectors_loop())
 
     async def _connectors_loop(self) -> None:
+        since = time.monotonic()
         while True:
             await asyncio.sleep(self.ctx.connector_status_delay_s)
-            wanted, self._connectors_wanted = self._connectors_wanted, None
-            if wanted is None:
+            if self._connectors_wanted is None:
                 return
+            if not self._connectors_settled and \
+                    time.monotonic() - since < self.ctx.connector_status_max_wait_s:
+                continue  # Members are still applying: one patch once they reported.
+            wanted, self._connectors_wanted = self._connectors_wanted, None
+            since = time.monotonic()
             try:
                 ok = await self._patch_connectors(*wanted)
             except Exception:
