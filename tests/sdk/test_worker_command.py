@@ -48,7 +48,7 @@ def test_demo_worker_process_runs_assignments_logs_events_and_leaves_on_sigterm(
         process = subprocess.Popen(
             [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--protocols", "eager",
              "--start-ms", "5", "--stop-ms", "5", "--lease-seconds", "5", "--renew-seconds",
-             "1", "--poll-seconds", "0.05", "--events-file", str(events_file),
+             "1", "--tick-seconds", "0.05", "--events-file", str(events_file),
              "--health-port", "0", "--run", "r1"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
@@ -111,3 +111,29 @@ def test_health_endpoint_answers_liveness_and_readiness():
         assert urllib.request.urlopen(base + "/readyz").status == 200
     finally:
         server.shutdown()
+
+
+def worker_flags(*argv):
+    import argparse
+
+    from kooper.commands import worker
+
+    parser = argparse.ArgumentParser()
+    worker.add_arguments(parser)
+    return worker.settings_from(parser.parse_args(["--demo", *argv]))
+
+
+def test_worker_flags_set_the_tick_and_the_resync_safety_net():
+    settings = worker_flags("--tick-seconds", "0.25", "--resync-seconds", "12")
+    assert (settings.tick_interval_s, settings.resync_interval_s) == (0.25, 12.0)
+
+
+def test_the_old_poll_seconds_flag_still_sets_the_tick():
+    assert worker_flags("--poll-seconds", "0.2").tick_interval_s == 0.2
+
+
+def test_a_non_positive_resync_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setenv("POD_NAME", "w")
+    monkeypatch.setenv("POD_NAMESPACE", "ns")
+    assert cli.main(["worker", "--demo", "--resync-seconds", "0"]) == 2
+    assert "--resync-seconds" in capsys.readouterr().err

@@ -1,96 +1,15 @@
 """The blocking Worker against the in-process Kubernetes API emulator: Lease, ConfigMap, apply."""
 
-import threading
 import time
 
 import pytest
+from tests.sdk.worker_helpers import NS, POD, Running, assign, report, wait_for
 
 from kooper.core import events, model
-from kooper.protocol import codec, messages
-from kooper.sdk import client, demo, identity, kube
+from kooper.protocol import messages
+from kooper.sdk import client, identity, kube
 
 pytest.importorskip("kmock")
-from kooper.testing import cluster as emulated
-
-NS = "default"
-POD = "workers-0"
-FAST = client.Settings(
-    lease_duration_s=2, renew_interval_s=0.2, tick_interval_s=0.02, callback_timeout_s=1.0
-)
-
-
-def wait_for(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def api():
-    with emulated.EmulatedCluster() as cluster:
-        pod = cluster.create("pods", {"metadata": {"name": POD}, "spec": {}}, namespace=NS)
-        cluster.pod_uid = pod["metadata"]["uid"]
-        yield cluster
-
-
-class Running:
-    """A Worker on a thread, with its demo connectors and event log."""
-
-    def __init__(self, cluster, settings=FAST, uid=""):
-        self.connectors = demo.DemoConnectors()
-        self.events: list[events.Event] = []
-        self.worker = client.Worker(
-            api=kube.Api(cluster.url, timeout_s=2.0),
-            identity=identity.Identity(pod=POD, namespace=NS, uid=uid),
-            on_assigned=self.connectors.on_assigned,
-            on_revoked=self.connectors.on_revoked,
-            on_lost=self.connectors.on_lost,
-            settings=settings,
-            on_event=self.events.append,
-            run_id="t",
-        )
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.worker.run, args=(self.stop,), daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive()
-
-
-def report(cluster):
-    lease = cluster.get("leases", f"kooper-{POD}", namespace=NS)
-    if lease is None:
-        return None
-    text = (lease["metadata"].get("annotations") or {}).get(messages.REPORT_ANNOTATION)
-    return codec.decode_report(text) if text else None
-
-
-def assign(
-    cluster, generation, connectors=(), tasks=(), *, revoked=((), ()), protocol="compatible"
-):
-    message = messages.Assignment(
-        group="demo",
-        member=POD,
-        generation=generation,
-        protocol=model.Protocol(protocol),
-        assigned=model.ConnectorsAndTasks.of(connectors, tasks),
-        revoked=model.ConnectorsAndTasks.of(*revoked),
-        epochs={r: generation for r in (*connectors, *tasks)},
-        configs={"A": {"type": "counter"}},
-        policy="kooper",
-    )
-    body = {"metadata": {"name": f"kooper-{POD}"},
-            "data": {messages.CONFIGMAP_KEY: codec.encode_assignment(message)}}
-    if cluster.get("configmaps", f"kooper-{POD}", namespace=NS) is None:
-        cluster.create("configmaps", body, namespace=NS)
-    else:
-        cluster.replace("configmaps", f"kooper-{POD}", body, namespace=NS)
 
 
 def test_worker_creates_its_lease_owned_by_its_pod_and_reports(api):

@@ -66,6 +66,8 @@ class AssignmentWatch:
         """Lists made so far (the first one, then one per relist)."""
         self.watches = 0
         """Watch requests opened so far."""
+        self.expired = 0
+        """Watches the server ended with 410 Gone (each followed by a relist)."""
         self.last_error = ""
 
     # --- the consumer's side -------------------------------------------------------
@@ -174,6 +176,7 @@ class AssignmentWatch:
         if code == GONE:
             # Our version was compacted away: a fresh list tells us where we are.
             logger.info("assignment watch expired (%s): relisting", message)
+            self.expired += 1
             return
         raise kube.ApiError(f"watch error {code}: {message}", status=int(code or 0))
 
