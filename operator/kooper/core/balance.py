@@ -69,21 +69,27 @@ def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
     Revoking from the most-concentrated connector first makes every revocation
     also improve the spread of that connector's tasks over the group.
     """
-    by_connector: dict[str, list[int]] = defaultdict(list)
+    if count <= 0:
+        return []
+    by_connector: dict[str, list[str]] = defaultdict(list)
     for task in tasks:
-        connector, _, number = task.rpartition("-")
-        by_connector[connector].append(int(number))
+        by_connector[task.rpartition("-")[0]].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do).
     names = sorted(by_connector, reverse=True)
     heap = [(-len(by_connector[name]), rank) for rank, name in enumerate(names)]
     heapq.heapify(heap)
-    for numbers in by_connector.values():
-        numbers.sort()
+    # Task numbers are parsed and sorted only for the connectors picked from: a
+    # member usually gives up one or two tasks out of a hundred.
+    numbers_of: dict[int, list[int]] = {}
     chosen: list[str] = []
     while len(chosen) < count and heap:
         size, rank = heapq.heappop(heap)
-        numbers = by_connector[names[rank]]
+        numbers = numbers_of.get(rank)
+        if numbers is None:
+            numbers = numbers_of[rank] = sorted(
+                int(task.rpartition("-")[2]) for task in by_connector[names[rank]]
+            )
         chosen.append(f"{names[rank]}-{numbers.pop()}")
         if numbers:
             heapq.heappush(heap, (size + 1, rank))
