@@ -147,6 +147,8 @@ class GroupRunner:
         """connector → (value, resources whose member's write failed: restart them again)."""
         self._connectors_dirty: set[str] = set()
         self._encoded: tuple[model.PlanState, dict[str, Any]] | None = None
+        self._claims: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, ...]] = {}
+        """member → (owned, given, configured, unknown claims) of the last round."""
         self.cache = assignor.Cache()
         """The assignor's indexes of this group's last rounds: a round costs what changed."""
         self._configured_cache: tuple[tuple[tuple[str, int], ...],
@@ -607,12 +609,20 @@ class GroupRunner:
         for member_id, member in snap.members.items():
             known = self.given.get(member_id)
             given = known[1] if known and known[0] == member.incarnation else model.EMPTY
-            claims = snapshot.unknown_claims(member, given=given, configured=configured)
+            cached = self._claims.get(member_id)
+            if cached is not None and cached[0] is member.owned and cached[1] is given \
+                    and cached[2] is configured:
+                claims = cached[3]  # Same objects as last round: 1,000 set operations saved.
+            else:
+                claims = snapshot.unknown_claims(member, given=given, configured=configured)
+                self._claims[member_id] = (member.owned, given, configured, claims)
             if claims:
                 message = (f"{member_id} reports running {status.describe(claims)} it was never "
                            f"given ({', '.join(claims.sorted()[:5])}); they are revoked")
                 problems.append(("UnknownClaim", message))
                 self._report_once("UnknownClaim", f"{member_id}/{member.incarnation}", message)
+        for member_id in [m for m in self._claims if m not in snap.members]:
+            del self._claims[member_id]
         if not found.pods:
             self._report_once("SelectorMatchesNoPods", "",
                               "spec.selector matches no pod in this namespace")
