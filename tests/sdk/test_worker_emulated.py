@@ -108,7 +108,7 @@ def test_a_slow_callback_is_bounded_and_reported_as_failed(api):
         wait_for(lambda: report(api), what="join")
         assign(api, 1, [], ["A-0"])
         got = wait_for(lambda: (r := report(api)) and r.generation == 1 and r, what="gen 1")
-        assert got.failed == {"A-0": "on_assigned timed out after 0.2s"}
+        assert got.failed["A-0"].startswith("on_assigned timed out after 0.2s")
         assert not got.owned
     finally:
         running.close()

@@ -74,15 +74,14 @@ def test_an_expired_version_makes_the_watch_relist():
         running = Running(cluster, settings=WATCH_ONLY)
         try:
             joined_and_watching(cluster, running)
-            # The reconnect waits in the server while its version is compacted away.
-            cluster.set_delay(0.5, "configmaps")
-            cluster.drop_watches("configmaps")
+            # Other ConfigMaps change (the watch's selector hides them, and the emulator
+            # sends no bookmarks) until the watch's version falls out of the history.
             for i in range(15):
                 cluster.create("configmaps", {"metadata": {"name": f"noise-{i}"}}, namespace=NS)
+            cluster.drop_watches("configmaps")  # it resumes from that version: 410 Gone
             assign(cluster, 1, [], ["A-0"])
-            cluster.clear_faults()
             wait_for(lambda: at_generation(cluster, 1), timeout=5, what="gen 1 after 410")
-            assert running.worker.watch.expired >= 1
+            assert running.worker.watch.expired >= 1, running.worker.watch.last_error
             assert running.worker.watch.lists >= 2
         finally:
             running.close()
@@ -152,7 +151,8 @@ def test_a_start_that_times_out_is_not_owned_and_is_stopped_when_it_returns(api)
         wait_for(lambda: report(api), what="join")
         assign(api, 1, [], ["A-0"])
         got = wait_for(lambda: at_generation(api, 1), what="gen 1")
-        assert got.failed == {"A-0": "on_assigned timed out after 0.1s"}
+        # (On a slow machine the late return may already be in this report too.)
+        assert got.failed["A-0"].startswith("on_assigned timed out after 0.1s")
         assert not got.owned
         # The callback goes on and starts A-0 after 0.4 s; the worker then stops it.
         wait_for(lambda: connectors.lost == ["A-0"], what="the late start stopped")

@@ -53,6 +53,9 @@ BOTH_PROTOCOLS = sdk_settings.BOTH_PROTOCOLS
 LeaseKeeper = lease.LeaseKeeper
 micro_time = lease.micro_time
 
+ACCEPTED_KEPT = 64
+"""Generations whose acceptance time ``Worker.accepted_at`` keeps."""
+
 _Callback = sdk_session.Start | sdk_session.Stop | sdk_session.Pause | sdk_session.Resume
 
 
@@ -131,7 +134,7 @@ class Worker:
         self._late: list[tuple[sdk_session.Start, str | None]] = []
         self._closed = False
         self.accepted_at: dict[int, float] = {}
-        """Monotonic time each generation was accepted (latency measurements, tests)."""
+        """Monotonic time each recent generation was accepted (latency measurements)."""
 
     # --- health -------------------------------------------------------------------
 
@@ -268,6 +271,8 @@ class Worker:
             return
         if accepted:
             self.accepted_at[assignment.generation] = self._clock()
+            if len(self.accepted_at) > ACCEPTED_KEPT:
+                del self.accepted_at[min(self.accepted_at)]
             logger.info(
                 "generation %d (%s): %d assigned, %d revoked",
                 assignment.generation,

@@ -110,11 +110,16 @@ class AssignmentWatch:
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                 else:
                     backoff = BACKOFF_MIN_S
-            except kube.ApiError as exc:
+            except Exception as exc:
+                # ApiError is the expected failure; anything else is a bug, but a dead
+                # watch thread would silently slow every assignment down to the resync.
                 if self._stop.is_set():
                     return
                 self.last_error = str(exc)
-                logger.warning("assignment watch failed (retrying in %.1fs): %s", backoff, exc)
+                if isinstance(exc, kube.ApiError):
+                    logger.warning("assignment watch failed (retry in %.1fs): %s", backoff, exc)
+                else:
+                    logger.exception("assignment watch crashed (retry in %.1fs)", backoff)
                 version = None
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
