@@ -1,5 +1,6 @@
 """Hypothesis strategies for protocol messages, shared by the codec tests."""
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from kooper.core import model
@@ -15,6 +16,9 @@ AWKWARD_NAMES = st.sampled_from(["A", "A-1", "A-10", "a,b", 'x"y', "0", "caf\u00
     st.text(min_size=1, max_size=6)
 )
 INCARNATIONS = st.sampled_from(["", "5c1e0a77"]) | ANY_TEXT
+
+UNHURRIED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""Settings for every codec property test: a loaded CI machine is slow, not wrong."""
 
 
 @st.composite

@@ -83,13 +83,13 @@ def reference_report(report: messages.Report) -> str:
     )
 
 
-@settings(max_examples=300)
+@settings(strategies.UNHURRIED, max_examples=150)
 @given(strategies.assignments(strategies.NAMES | strategies.AWKWARD_NAMES))
 def test_an_assignment_is_written_exactly_as_json_dumps_writes_its_document(assignment):
     assert codec.encode_assignment(assignment) == reference_assignment(assignment)
 
 
-@settings(max_examples=200)
+@settings(strategies.UNHURRIED, max_examples=100)
 @given(strategies.reports(strategies.NAMES | strategies.AWKWARD_NAMES))
 def test_a_report_is_written_exactly_as_json_dumps_writes_its_document(report):
     assert codec.encode_report(report) == reference_report(report)

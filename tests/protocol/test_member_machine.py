@@ -1,7 +1,7 @@
 """The member lifecycle table: what it allows, what it refuses."""
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kooper.core import errors
@@ -61,6 +61,7 @@ def test_every_state_is_reachable_from_unjoined():
     assert seen == set(S)
 
 
+@settings(deadline=None)
 @given(st.sampled_from(S), st.sampled_from(In))
 def test_the_table_is_the_whole_truth(state, event):
     if (state, event) in member.TRANSITIONS:

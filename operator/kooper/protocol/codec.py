@@ -334,20 +334,21 @@ def _str_map(value: object, where: str) -> dict[str, str]:
     return dict(mapping)
 
 
-def _check_numbers(values: object, where: str, key: str, *, nullable: bool = False) -> list[Any]:
-    """``where[key]`` is a list of non-negative integers (or nulls); returns it.
+def _check_numbers(values: object, where: str, key: str, *, nullable: bool = False) -> bool:
+    """Check that ``where[key]`` is a list of non-negative integers (or nulls).
 
-    One C-speed pass over the list; only a bad list gets the slow pass that names the
-    element (and only then is the field's name written out).
+    Returns whether it holds nulls. One C-speed pass over the list; only a bad list
+    gets the slow pass that names the element (and only then is the field's name
+    written out).
     """
     if type(values) is list:
         types = set(map(type, values))
         if types <= _INT_ONLY:
             if not values or min(values) >= 0:
-                return values
+                return False
         # filter(None, ...) drops the nulls (and zeros, which are fine anyway).
         elif nullable and types <= _INT_OR_NONE and min(filter(None, values), default=0) >= 0:
-            return values
+            return True
     here = f"{where}[{key!r}]"
     if not isinstance(values, list):
         raise _fail(here, "a list", values)
@@ -413,14 +414,14 @@ def _decode_epochs(
     if type(tasks_raw) is not dict:
         raise _fail(f"{where}.tasks", "an object", tasks_raw)
     for connector, values in tasks_raw.items():
-        _check_numbers(values, f"{where}.tasks", connector, nullable=True)
+        nulls = _check_numbers(values, f"{where}.tasks", connector, nullable=True)
         ids = groups.get(connector, ())
         if len(values) != len(ids):
             raise errors.RemoteProtocolError(
                 f"{where}.tasks[{connector!r}]: expected {len(ids)} epochs "
                 f"(one per assigned task), got {len(values)}"
             )
-        if None in values:
+        if nulls:
             pairs = zip(ids, values, strict=True)
             epochs.update((task, epoch) for task, epoch in pairs if epoch is not None)
         else:
