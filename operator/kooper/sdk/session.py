@@ -50,66 +50,20 @@ from collections.abc import Mapping
 
 from kooper.core import errors, model
 from kooper.protocol import member, messages
+from kooper.sdk import actions
 
 _S = member.MemberState
 _I = member.MemberInput
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Start:
-    """Run ``resource`` (call ``on_assigned``): hand task code its epoch and config."""
-
-    resource: str
-    epoch: int
-    config: Mapping[str, str]
-    generation: int
-    protocol: model.Protocol
-    connector: bool = False
-    """Whether ``resource`` is a connector instance (else a task)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Stop:
-    """Stop ``resource``: ``on_lost`` when ``lost`` (do not commit), else ``on_revoked``."""
-
-    resource: str
-    lost: bool
-    generation: int
-    protocol: model.Protocol
-    cleanup: bool = False
-    """A start that timed out returned late: stop what it started (never owned, never
-    reported as running, so no event-log row either)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Pause:
-    """Hold ``resource`` paused (call ``on_paused``): its connector's state is ``paused``."""
-
-    resource: str
-    generation: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Resume:
-    """Let ``resource`` process again (call ``on_resumed``): its connector runs again."""
-
-    resource: str
-    generation: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriteReport:
-    """Publish ``report`` in the Lease annotation."""
-
-    report: messages.Report
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReleaseLease:
-    """Delete the Lease: the member is leaving for good."""
-
-
-Action = Start | Stop | Pause | Resume | WriteReport | ReleaseLease
+# The actions live in ``sdk.actions``; these names keep ``session.Start`` etc. working.
+Start = actions.Start
+Stop = actions.Stop
+Pause = actions.Pause
+Resume = actions.Resume
+WriteReport = actions.WriteReport
+ReleaseLease = actions.ReleaseLease
+Action = actions.Action
 
 PAUSED = "paused"
 """The ``Assignment.states`` value that holds a connector's resources paused."""
