@@ -174,14 +174,21 @@ def ready(emulated: cluster.EmulatedCluster) -> bool:
                for c in found.get("conditions") or ())
 
 
-def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float = 300) -> None:
+def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float = 300,
+             writes: Callable[[], int] = lambda: 0) -> None:
+    """Until every member applied its document, the group is Ready, and the operator has
+    made no API write for a second (Connector statuses trail the round): the next
+    measurement then starts from an idle operator."""
     deadline = time.monotonic() + timeout
     quiet = 0
+    before = writes()
     while time.monotonic() < deadline:
         time.sleep(0.2)
         applied = workers.apply_changed()
-        quiet = quiet + 1 if applied == 0 and ready(emulated) else 0
-        if quiet >= 3:
+        now = writes()
+        quiet = quiet + 1 if applied == 0 and now == before and ready(emulated) else 0
+        before = now
+        if quiet >= 5:
             return
     raise TimeoutError("the group did not converge")
 
@@ -268,13 +275,17 @@ def main() -> int:
         try:
             feed.wait_above(0, timeout=300)
             first = time.monotonic() - started
-            converge(emulated, workers)
+            stats = memo["shell"].context.client.stats
+
+            def writes() -> int:
+                return int(stats.writes)
+
+            converge(emulated, workers, writes=writes)
             print(f"members={args.members} tasks={args.tasks} connectors={connectors} "
                   f"connector status: {'off' if args.no_connector_status else 'on'}")
             print(f"first assignment of everything: {first:.2f}s after operator start; "
                   f"converged {time.monotonic() - started:.2f}s", flush=True)
             runner = next(iter(memo["shell"].runners.values()))
-            stats = memo["shell"].context.client.stats
             ident = getattr(getattr(thread, "_thread", None), "ident", None)
             clock = time.pthread_getcpuclockid(ident) if ident is not None else None
 
@@ -315,7 +326,7 @@ def main() -> int:
                     to_status.append(t_status - t0)
                     to_cm.append((max(written) if written else t_status) - t0)
                     cm_writes.append(len(written))
-                    converge(emulated, workers)
+                    converge(emulated, workers, writes=writes)
                     for kind_, n in stats.by_kind.items():
                         calls = n - before.get(kind_, 0)
                         all_writes.setdefault(kind_, []).append(calls)
