@@ -271,3 +271,50 @@ def test_state_encoding_reuses_the_last_epochs_only_when_nothing_they_depend_on_
         assignments={**first.assignments, member: first.assignments[member].union(
             model.ConnectorsAndTasks.of(tasks=["B-0"]))})
     assert state.encode(moved, previous=(first, doc))["epochs"] == {}
+
+
+def test_only_spec_and_restart_changes_wake_a_group_not_our_own_status_echoes():
+    import asyncio
+
+    from kooper.shell import controller, settings
+
+    class Runner:
+        pokes = 0
+
+        def poke(self):
+            self.pokes += 1
+
+    class Views:
+        def group(self, namespace, name):
+            return object()
+
+    shell = controller.Shell(settings.Config(identity="t"))
+    runner = Runner()
+    shell.runners[("ns", "wg")] = runner
+    shell.index_views = Views()
+    shell.context = object()
+
+    def connector(generation=1, restart="", status=None):
+        return views.parse_connector({
+            "metadata": {"namespace": "ns", "name": "A", "uid": "u", "generation": generation,
+                         "annotations": {"kooper.dev/restart": restart} if restart else {}},
+            "spec": {"workerGroup": "wg"}, "status": status or {}})
+
+    seen = [
+        (connector(), 1),                                 # first sight
+        (connector(status={"running": 3}), 1),            # our own status patch: no round
+        (connector(generation=2, status={"running": 3}), 2),  # spec changed
+        (connector(generation=2, restart="r1"), 3),       # a restart value
+        (connector(generation=2, restart="r1", status={"running": 4}), 3),
+    ]
+    for view, pokes in seen:
+        asyncio.run(shell.connector_seen(view, deleted=False))
+        assert runner.pokes == pokes
+    asyncio.run(shell.connector_seen(connector(generation=2), deleted=True))
+    assert runner.pokes == 4
+    shell.group_seen("ns", "wg", deleted=False, uid="g", generation=1)
+    assert runner.pokes == 5
+    shell.group_seen("ns", "wg", deleted=False, uid="g", generation=1)  # status echo
+    assert runner.pokes == 5
+    shell.group_seen("ns", "wg", deleted=False, uid="g", generation=2)
+    assert runner.pokes == 6
