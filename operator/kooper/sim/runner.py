@@ -128,6 +128,9 @@ class Result:
     last_fault_ms: int
 
 
+_Meta = tuple[model.Protocol, dict[str, int]]
+"""Session mode: a document's protocol and per-resource epochs."""
+
 ALL = frozenset(model.Protocol)
 EAGER_ONLY = frozenset({model.Protocol.EAGER})
 
@@ -155,8 +158,9 @@ class Sim:
         self.permanent: set[ids.WorkerId] = set()
         self.state = model.PlanState()
         self.planned: Mapping[ids.WorkerId, model.MemberPlan] = {}
-        self.written: dict[ids.WorkerId, tuple[str, model.MemberPlan]] = {}
-        """member -> (incarnation it was planned for, document) as in its ConfigMap."""
+        self.written: dict[ids.WorkerId, tuple[str, model.MemberPlan, _Meta | None]] = {}
+        """member -> (incarnation it was planned for, document, session-mode extras) as in
+        its ConfigMap."""
         self.rejoin_wait = False
         self.operator_up = True
         self.operator_epoch = 0
@@ -180,8 +184,6 @@ class Sim:
             "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
             "heal": self._heal, "reread": self._reread, "batch": self._batch,
         }
-        self.doc_meta: dict[tuple[str, int], tuple[model.Protocol, dict[str, int]]] = {}
-        """Session mode: (member, generation) -> the document's protocol and epochs."""
 
     # -- recording ------------------------------------------------------------------
 
@@ -345,15 +347,14 @@ class Sim:
         return late
 
     def _doc(self, name: ids.WorkerId, token: int, incarnation: str,
-             doc: model.MemberPlan) -> None:
+             doc: model.MemberPlan, meta: _Meta | None = None) -> None:
         pod = self._pod(name, token)
         if pod is None or pod.partitioned:
             return
         if pod.session is not None:
             # The document names the incarnation it was planned for; the session
             # itself ignores one meant for a previous life of this pod.
-            protocol, epochs = self.doc_meta.get((name, doc.generation),
-                                                 (self.state.protocol, {}))
+            protocol, epochs = meta if meta is not None else (self.state.protocol, {})
             pod.session.receive_assignment(messages.Assignment(
                 group=self.config.group, member=name, generation=doc.generation,
                 protocol=protocol, assigned=doc.assigned, revoked=doc.revoked, epochs=epochs,
@@ -613,11 +614,13 @@ class Sim:
 
     def _write(self, name: ids.WorkerId, doc: model.MemberPlan) -> None:
         incarnation = self.state.incarnations.get(name, "")
-        self.written[name] = (incarnation, doc)
+        meta: _Meta | None = None
         if self.config.sessions:
+            # What the ConfigMap carries beyond the plan: travels with this write only.
             epochs = self.state.epochs
-            self.doc_meta[(name, doc.generation)] = (self.state.protocol, {
+            meta = (self.state.protocol, {
                 r: epochs.get(r, 0) for r in (*doc.assigned.connectors, *doc.assigned.tasks)})
+        self.written[name] = (incarnation, doc, meta)
         pod = self.pods.get(name)
         if pod is None or not pod.alive:
             return
@@ -627,7 +630,7 @@ class Sim:
             self.clock.after(self.lat.resync_ms, "reread", name, pod.token)
             return
         self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, incarnation,
-                         doc)
+                         doc, meta)
 
     def _operator_down(self) -> None:
         self.operator_up = False
