@@ -1,7 +1,7 @@
 """The operator at scale against the emulated cluster: 1,000 members, 100,000 tasks.
 
     .venv/bin/python benchmarks/bench_operator.py [--members 1000] [--tasks 100000]
-        [--departures 20] [--joins 10] [--reports 10] [--profile out.pstats]
+        [--departures 20] [--joins 10] [--reports 10] [--profile out.pstats] [--gc-freeze]
 
 What it measures (printed, not asserted), each from the moment the bench acts:
 
@@ -20,7 +20,11 @@ What it measures (printed, not asserted), each from the moment the bench acts:
 ``--profile PATH`` runs the operator's thread under cProfile during the measured
 part only, writes the stats to PATH and prints the top functions. The emulator
 and the bench's workers share the process (and the GIL) with the operator, so
-latencies here are pessimistic for CPU.
+latencies here are pessimistic for CPU. Each disruption also prints the operator
+thread's CPU time (comparable across runs on a busy machine) and the full garbage
+collections that happened meanwhile: the emulator's objects (every stored body)
+live in this process too, so a full collection scans them; ``--gc-freeze``
+freezes everything present once converged to show the operator without that.
 
 Workers are played in bulk: after each round, every member whose ConfigMap
 changed applies it and reports (one Lease patch each).
@@ -32,6 +36,7 @@ import argparse
 import asyncio
 import cProfile
 import datetime
+import gc
 import io
 import pathlib
 import pstats
@@ -193,6 +198,23 @@ def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float
     raise TimeoutError("the group did not converge")
 
 
+class Collections:
+    """Full (generation 2) garbage collections of the whole process, and their pauses."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -243,9 +265,13 @@ def main() -> int:
     parser.add_argument("--no-connector-status", action="store_true",
                         help="do not patch Connector statuses (the core path only)")
     parser.add_argument("--profile", metavar="PATH", help="cProfile the operator thread")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="gc.freeze() once converged: the emulator's objects (the API "
+                             "server's, elsewhere in a real cluster) leave the collector's scans")
     args = parser.parse_args()
 
     feed = Feed()
+    collections = Collections()
     with cluster.EmulatedCluster(crds=sorted((ROOT / "crds").glob("*.yaml")),
                                  history_limit=200_000) as emulated:
         emulated.store.subscribe(feed)
@@ -286,6 +312,10 @@ def main() -> int:
             print(f"first assignment of everything: {first:.2f}s after operator start; "
                   f"converged {time.monotonic() - started:.2f}s", flush=True)
             runner = next(iter(memo["shell"].runners.values()))
+            if args.gc_freeze:
+                gc.collect()
+                gc.freeze()
+                print(f"gc.freeze(): {gc.get_freeze_count()} objects frozen")
             ident = getattr(getattr(thread, "_thread", None), "ident", None)
             clock = time.pthread_getcpuclockid(ident) if ident is not None else None
 
@@ -307,6 +337,7 @@ def main() -> int:
                 all_writes: dict[str, list[int]] = {}
                 sizes: dict[str, list[float]] = {}
                 cpu: list[float] = []
+                full_gcs = len(collections.pauses)
                 for i in range(count):
                     if prepare is not None:
                         prepare(i)
@@ -344,6 +375,8 @@ def main() -> int:
                       f"  operator thread CPU until the status: p50="
                       f"{percentile(cpu, 50) * 1000:.0f}ms p99={percentile(cpu, 99) * 1000:.0f}ms"
                       "\n"
+                      f"  full GCs meanwhile: {len(collections.pauses) - full_gcs}, longest "
+                      f"{max(collections.pauses[full_gcs:] or [0.0]) * 1000:.0f}ms\n"
                       f"  ConfigMaps written in that round: median "
                       f"{statistics.median(cm_writes):.0f} (max {max(cm_writes)}) of "
                       f"{len(workers.state)} members\n"
