@@ -72,11 +72,8 @@ def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
         spans.select(*eventlog.RESOURCE, F.col("end_ms").alias("ts_ms"), F.lit(-1).alias("d"))
     )
     by_time = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("ts_ms")
-    # Partitioned by resource first, the per-instant sum and the sweep share one shuffle;
-    # Spark would otherwise shuffle by resource and instant, then again by resource.
     return (
-        deltas.repartition(*eventlog.RESOURCE)
-        .groupBy(*eventlog.RESOURCE, "ts_ms")
+        deltas.groupBy(*eventlog.RESOURCE, "ts_ms")
         .agg(F.sum("d").alias("d"))
         .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
         .select(

@@ -246,10 +246,6 @@ def read_events(
     checked = both.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
     if cached is not None:
         cached.append(checked)
-    # Fill the cache from every partition at once: the limit(1) scan below reads
-    # one partition first, then the rest (Spark's incremental take), which leaves
-    # cores idle when no row is bad; on the filled cache it is a quick scan.
-    checked.count()
     problem = _problem().alias("problem")
     bad = checked.select(CORRUPT, problem).where(F.col("problem").isNotNull()).limit(1).collect()
     if bad:
