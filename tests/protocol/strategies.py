@@ -1,5 +1,8 @@
 """Hypothesis strategies for protocol messages, shared by the codec tests."""
 
+from collections.abc import Iterable
+from typing import Any
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -19,6 +22,18 @@ INCARNATIONS = st.sampled_from(["", "5c1e0a77"]) | ANY_TEXT
 
 UNHURRIED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 """Settings for every codec property test: a loaded CI machine is slow, not wrong."""
+
+
+def assignment(*, tasks: Iterable[str] = (), **changes: Any) -> messages.Assignment:
+    """A plain assignment (group "g", member "m", generation 1) of ``tasks``, with ``changes``."""
+    fields: dict[str, Any] = {
+        "group": "g",
+        "member": "m",
+        "generation": 1,
+        "protocol": model.Protocol.COMPATIBLE,
+        "assigned": model.ConnectorsAndTasks.of([], tasks),
+    }
+    return messages.Assignment(**(fields | changes))
 
 
 @st.composite

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from tests.protocol import strategies
 
 from kooper.core import errors, model
 from kooper.protocol import codec, messages
@@ -165,26 +166,14 @@ def test_encoding_a_task_id_that_cannot_round_trip_is_a_local_error(task):
 
 
 def test_encoding_an_assignment_that_assigns_and_revokes_the_same_task_is_a_local_error():
-    assignment = messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.ConnectorsAndTasks.of([], ["A-0"]),
-        revoked=model.ConnectorsAndTasks.of([], ["A-0"]),
+    assignment = strategies.assignment(
+        tasks=["A-0"], revoked=model.ConnectorsAndTasks.of([], ["A-0"])
     )
     with pytest.raises(errors.LocalProtocolError, match="both assigns and revokes"):
         codec.encode_assignment(assignment)
 
 
 def test_an_assignment_too_big_for_a_configmap_is_a_local_error():
-    assignment = messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.EMPTY,
-        configs={"A": {"blob": "x" * messages.MAX_ASSIGNMENT_BYTES}},
-    )
+    assignment = strategies.assignment(configs={"A": {"blob": "x" * messages.MAX_ASSIGNMENT_BYTES}})
     with pytest.raises(errors.LocalProtocolError, match="ConfigMap"):
         codec.encode_assignment(assignment)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from tests.protocol import strategies
 
 from kooper.core import model
-from kooper.protocol import codec, messages
+from kooper.protocol import codec
 
 
 @settings(strategies.UNHURRIED, max_examples=200)
@@ -43,14 +43,7 @@ def test_the_incarnation_travels_only_when_set(assignment):
 
 
 def test_an_assignment_for_a_given_incarnation_decodes_to_it_and_one_for_any_to_empty():
-    planned = messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.EMPTY,
-        incarnation="5c1e0a77",
-    )
+    planned = strategies.assignment(incarnation="5c1e0a77")
     for_any = dataclasses.replace(planned, incarnation="")
     assert codec.decode_assignment(codec.encode_assignment(planned)).incarnation == "5c1e0a77"
     assert '"incarnation"' not in codec.encode_assignment(for_any)
@@ -67,25 +60,14 @@ def test_encoding_is_deterministic_and_compact(assignment):
 
 
 def test_task_numbers_travel_as_integers_per_connector_in_numeric_order():
-    assignment = messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.ConnectorsAndTasks.of(["A"], ["A-10", "A-9", "A-0", "B-1"]),
+    assignment = strategies.assignment(
+        assigned=model.ConnectorsAndTasks.of(["A"], ["A-10", "A-9", "A-0", "B-1"])
     )
     document = json.loads(codec.encode_assignment(assignment))
     assert document["assigned"] == {"connectors": ["A"], "tasks": {"A": [0, 9, 10], "B": [1]}}
 
 
 def test_epochs_of_resources_not_assigned_are_not_sent():
-    assignment = messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.ConnectorsAndTasks.of([], ["A-0"]),
-        epochs={"A-0": 2, "A-1": 9, "Z": 4},
-    )
+    assignment = strategies.assignment(tasks=["A-0"], epochs={"A-0": 2, "A-1": 9, "Z": 4})
     decoded = codec.decode_assignment(codec.encode_assignment(assignment))
     assert decoded.epochs == {"A-0": 2}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from tests.protocol import strategies
 
-from kooper.core import errors, model
+from kooper.core import errors
 from kooper.protocol import codec, messages
 
 
@@ -95,17 +95,6 @@ def test_a_report_is_written_exactly_as_json_dumps_writes_its_document(report):
     assert codec.encode_report(report) == reference_report(report)
 
 
-def _assignment(tasks, **changes):
-    return messages.Assignment(
-        group="g",
-        member="m",
-        generation=1,
-        protocol=model.Protocol.COMPATIBLE,
-        assigned=model.ConnectorsAndTasks.of([], tasks),
-        **changes,
-    )
-
-
 @pytest.mark.parametrize(
     "tasks",
     [
@@ -120,7 +109,7 @@ def _assignment(tasks, **changes):
 )
 def test_tricky_task_groups_are_written_as_json_dumps_writes_them(tasks):
     epochs = {task: index for index, task in enumerate(sorted(tasks)) if index % 3}
-    assignment = _assignment(tasks, epochs=epochs)
+    assignment = strategies.assignment(tasks=tasks, epochs=epochs)
     assert codec.encode_assignment(assignment) == reference_assignment(assignment)
     assert codec.decode_assignment(codec.encode_assignment(assignment)) == assignment
 
@@ -139,5 +128,5 @@ def test_tricky_task_groups_are_written_as_json_dumps_writes_them(tasks):
 )
 def test_a_bad_task_id_of_a_single_connector_is_named_in_the_local_error(tasks, bad):
     with pytest.raises(errors.LocalProtocolError, match="is not '<connector>-<n>'") as caught:
-        codec.encode_assignment(_assignment(tasks))
+        codec.encode_assignment(strategies.assignment(tasks=tasks))
     assert repr(bad) in str(caught.value)
