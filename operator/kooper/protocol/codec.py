@@ -254,13 +254,12 @@ def encode_assignment(assignment: messages.Assignment) -> str:
         fields["policy"] = _string(assignment.policy)
     if assignment.incarnation:
         fields["incarnation"] = _string(assignment.incarnation)
-    text = _object_text(fields)
-    if len(text) > messages.MAX_ASSIGNMENT_BYTES:
-        raise errors.LocalProtocolError(
-            f"assignment for {assignment.member!r} is {len(text)} bytes, "
-            f"over the {messages.MAX_ASSIGNMENT_BYTES}-byte ConfigMap budget"
-        )
-    return text
+    return _within(
+        _object_text(fields),
+        messages.MAX_ASSIGNMENT_BYTES,
+        f"assignment for {assignment.member!r}",
+        f"the {messages.MAX_ASSIGNMENT_BYTES}-byte ConfigMap budget",
+    )
 
 
 def encode_report(report: messages.Report) -> str:
@@ -276,12 +275,18 @@ def encode_report(report: messages.Report) -> str:
         "failed": _json(dict(report.failed)),
         "fenced": _json(report.fenced),
     }
-    text = _object_text(fields)
-    if len(text) > messages.MAX_REPORT_BYTES:
-        raise errors.LocalProtocolError(
-            f"report of {report.member!r} is {len(text)} bytes, "
-            f"over MAX_REPORT_BYTES={messages.MAX_REPORT_BYTES}"
-        )
+    return _within(
+        _object_text(fields),
+        messages.MAX_REPORT_BYTES,
+        f"report of {report.member!r}",
+        f"MAX_REPORT_BYTES={messages.MAX_REPORT_BYTES}",
+    )
+
+
+def _within(text: str, limit: int, what: str, budget: str) -> str:
+    # ASCII only (non-ASCII is escaped), so len(text) is its size in bytes.
+    if len(text) > limit:
+        raise errors.LocalProtocolError(f"{what} is {len(text)} bytes, over {budget}")
     return text
 
 
