@@ -43,7 +43,9 @@ class Config:
     run_id: str = "operator"
     """The ``run`` column of audit rows."""
     connector_status: bool = True
-    """Patch ``Connector.status`` with per-task placement (off in benchmarks of the core path)."""
+    """Patch ``Connector.status`` with per-task placement (off in benchmarks of the core path).
+    The handled ``kooper.dev/restart`` value is kept there too: with this off, a restarted
+    operator acts on the last restart value once more."""
     write_concurrency: int = 64
     """API calls in flight at once."""
 
