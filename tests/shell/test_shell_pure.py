@@ -200,6 +200,33 @@ def test_group_status_makes_unassigned_work_impossible_to_miss():
         "2 tasks and 1 connector unassigned: the group has no live member")
 
 
+def test_group_status_shows_revocations_held_back_by_the_backoff():
+    # Three members hold 2 + 1 + 0 tasks of A: balance wants a revocation, but the
+    # previous round revoked too, so this one backs off (40 ms) and says so.
+    members = {
+        W("a"): model.Member(W("a"), model.ConnectorsAndTasks.of(["A"], ["A-0", "A-1"]),
+                             generation=1, incarnation="a"),
+        W("b"): model.Member(W("b"), model.ConnectorsAndTasks.of(tasks=["A-2"]),
+                             generation=1, incarnation="b"),
+        W("c"): model.Member(W("c"), incarnation="c"),
+    }
+    snap = model.Snapshot(connectors={"A": 3}, members=members)
+    previous = model.PlanState(
+        generation=1,
+        assignments={m: members[m].owned for m in (W("a"), W("b"))},
+        assigned_at={W("a"): 1, W("b"): 1}, incarnations={W("a"): "a", W("b"): "b"},
+        backoff=model.RevocationBackoff(revoked_last=True))
+    plan = assignor.plan(snap, previous, now_ms=1_000)
+    assert not plan.revoking
+    assert plan.next_round_at_ms == 1_040
+    facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=1_000, pods_matched=3)
+    doc = status.group_status(facts, state={}, generation=1, previous={})
+    assert doc["revocationBackoff"]["remainingSeconds"] == 1
+    assert doc["revocationBackoff"]["consecutiveRevokingRounds"] == 1
+    by_type = {c["type"]: c for c in doc["conditions"]}
+    assert by_type["Rebalancing"]["reason"] == "RevocationsBackingOff"
+
+
 def test_audit_rows_are_event_log_rows_with_a_change_column():
     snap, plan = _converged_plan()
     rows = list(audit.rows(previous=model.PlanState(), plan=plan, group="d/wg",

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kooper.core import ids, model
+from kooper.core import backoff, ids, model
 from kooper.shell import views
 
 
@@ -105,6 +105,12 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
             f"{describe(plan.state.lost_resources())} lost; waiting "
             f"{max(0, delay.deadline_ms - facts.now_ms) // 1000}s for the member to come back",
         )
+    elif backoff.remaining_ms(plan.state.backoff, facts.now_ms) and imbalance(plan):
+        rebalancing = Condition(
+            "Rebalancing", True, "RevocationsBackingOff",
+            f"consecutive revoking rounds: balancing revocations wait "
+            f"{(backoff.remaining_ms(plan.state.backoff, facts.now_ms) + 999) // 1000}s",
+        )
     elif facts.pending:
         rebalancing = Condition(
             "Rebalancing", True, "AwaitingMembers",
@@ -181,6 +187,13 @@ def group_status(
             "remainingSeconds": max(0, (delay.deadline_ms - facts.now_ms + 999) // 1000),
             "lost": len(plan.state.lost_resources()),
             "candidates": list(delay.candidates),
+        }
+    held_back = plan.state.backoff
+    if backoff.remaining_ms(held_back, facts.now_ms) and held_back.held_until_ms is not None:
+        status["revocationBackoff"] = {
+            "until": views.format_time(held_back.held_until_ms),
+            "remainingSeconds": (backoff.remaining_ms(held_back, facts.now_ms) + 999) // 1000,
+            "consecutiveRevokingRounds": held_back.streak,
         }
     return status
 
