@@ -206,7 +206,48 @@ def test_paused_connectors_stay_assigned_and_pause_then_resume(api):
         assert connectors.running() == {"A", "A-0"}
     finally:
         running.close()
-    assert [e.event for e in running.events] == [events.Kind.START] * 2 + [events.Kind.STOP] * 2
+    # One row per resource and flip, at the generation that flipped it and the epoch
+    # it runs at; stopping a resumed resource needs no extra row.
+    rows = [(e.event, e.resource, e.generation, e.epoch) for e in running.events]
+    assert rows == [
+        (events.Kind.START, "A", 1, 1),
+        (events.Kind.START, "A-0", 1, 1),
+        (events.Kind.PAUSE, "A", 1, 1),
+        (events.Kind.PAUSE, "A-0", 1, 1),
+        (events.Kind.RESUME, "A", 2, 1),
+        (events.Kind.RESUME, "A-0", 2, 1),
+        (events.Kind.STOP, "A", 2, 1),
+        (events.Kind.STOP, "A-0", 2, 1),
+    ]
+    flips = [e for e in running.events if e.event in (events.Kind.PAUSE, events.Kind.RESUME)]
+    assert {(e.run, e.group, e.member, e.protocol, e.policy) for e in flips} == {
+        ("t", "demo", POD, "compatible", "kooper")
+    }
+
+
+class FailingPause(demo.DemoConnectors):
+    def on_paused(self, resource):
+        raise RuntimeError("cannot pause")
+
+
+def test_a_failed_pause_is_reported_and_still_logged_so_the_resume_pairs_with_it(api):
+    running = Running(api, settings=WATCH_ONLY, uid=api.pod_uid, connectors=FailingPause())
+    try:
+        joined_and_watching(api, running)
+        assign(api, 1, [], ["A-0"], epochs={"A-0": 3}, states={"A": "paused"})
+        got = wait_for(lambda: at_generation(api, 1), what="gen 1")
+        assert got.failed == {"A-0": "on_paused raised RuntimeError: cannot pause"}
+        assign(api, 2, [], ["A-0"], epochs={"A-0": 3})
+        wait_for(lambda: at_generation(api, 2), what="gen 2")
+    finally:
+        running.close()
+    rows = [(e.event, e.resource, e.generation, e.epoch) for e in running.events]
+    assert rows == [
+        (events.Kind.START, "A-0", 1, 3),
+        (events.Kind.PAUSE, "A-0", 1, 3),
+        (events.Kind.RESUME, "A-0", 2, 3),
+        (events.Kind.STOP, "A-0", 2, 3),
+    ]
 
 
 def test_a_document_for_another_incarnation_is_ignored_until_one_for_ours(api, caplog):

@@ -6,6 +6,7 @@ from pyspark import sql
 from pyspark.sql import functions as F
 
 from kooper.analytics import schema
+from kooper.core import events
 
 RUN = ("run",)
 """Columns that name a run."""
@@ -14,16 +15,17 @@ RESOURCE = ("run", "group", "resource")
 MEMBER = ("run", "group", "member")
 """Columns that name a member within its run."""
 
-_ORDER = {"stop": 0, "leave": 1, "round": 2, "join": 3, "start": 4}
+_ORDER = {str(kind): rank for kind, rank in events.SAME_INSTANT_ORDER.items()}
 
 
 def kind_order() -> sql.Column:
-    """The rank of ``event`` among events of one timestamp: stop, leave, round, join, start.
+    """The rank of ``event`` among events of one timestamp (``events.SAME_INSTANT_ORDER``).
 
-    A hand-over at one instant is then no pause, and a member that rejoins at ``t``
-    and starts a resource at ``t`` started it in its new life.
+    Stop, leave, round, join, start, pause, resume: a hand-over at one instant is
+    then no pause, and a member that rejoins at ``t`` and starts a resource at ``t``
+    started it in its new life.
     """
-    order = F.lit(5)
+    order = F.lit(len(_ORDER))
     for kind, rank in reversed(_ORDER.items()):
         order = F.when(F.col("event") == kind, F.lit(rank)).otherwise(order)
     return order

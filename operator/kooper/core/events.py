@@ -27,6 +27,26 @@ class Kind(enum.StrEnum):
     """``member`` joined the group."""
     LEAVE = "leave"
     """``member`` left the group (or was declared departed)."""
+    PAUSE = "pause"
+    """``member`` paused ``resource`` (its connector's state became ``paused``): it stays
+    assigned to and held by ``member``, it only stops processing. Still running for
+    every metric."""
+    RESUME = "resume"
+    """``member`` let a paused ``resource`` process again."""
+
+
+SAME_INSTANT_ORDER: Mapping[Kind, int] = {
+    Kind.STOP: 0,
+    Kind.LEAVE: 1,
+    Kind.ROUND: 2,
+    Kind.JOIN: 3,
+    Kind.START: 4,
+    Kind.PAUSE: 5,
+    Kind.RESUME: 6,
+}
+"""How rows with the same ``ts_ms`` are ordered (``docs/events.md``, "Ties"): a
+hand-over at one instant is no pause, a member that joins and starts at one
+instant starts in its new life, and a resource started paused starts first."""
 
 
 COLUMNS: tuple[str, ...] = (

@@ -396,11 +396,21 @@ class Worker:
         elif isinstance(action, sdk_session.Stop) and not action.cleanup:
             # A failed stop still counts as stopped (abandoned): the log says so too.
             kind, epoch = events.Kind.STOP, self._epochs.pop(action.resource, -1)
+        elif isinstance(action, sdk_session.Pause | sdk_session.Resume):
+            # Like a failed stop, a failed flip counts as done (the session does not
+            # retry it), so the log follows the session and pauses and resumes pair up.
+            paused = isinstance(action, sdk_session.Pause)
+            kind = events.Kind.PAUSE if paused else events.Kind.RESUME
+            epoch = self._epochs.get(action.resource, -1)
         else:
-            return  # pauses, and stops of what never counted as started, are not rows
+            return  # stops of what never counted as started are not rows
         if self._on_event is None:
             return
         assignment = self.session.assignment
+        if isinstance(action, sdk_session.Start | sdk_session.Stop):
+            protocol = str(action.protocol)
+        else:  # flips carry no protocol: they belong to the accepted assignment
+            protocol = str(assignment.protocol) if assignment else ""
         self._on_event(
             events.Event(
                 ts_ms=int(self._wall() * 1000),
@@ -411,7 +421,7 @@ class Worker:
                 event=kind,
                 generation=action.generation,
                 epoch=epoch,
-                protocol=str(action.protocol),
+                protocol=protocol,
                 policy=assignment.policy if assignment else "",
             )
         )

@@ -3,7 +3,10 @@
 The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
 ``docs/events.md``; the two implementations must agree on every log:
 
-* Events that share a timestamp are ordered stop, leave, round, join, start.
+* Events that share a timestamp are ordered stop, leave, round, join, start,
+  pause, resume.
+* ``pause``/``resume`` rows change nothing but ``events`` and the run's first and
+  last row: a paused resource stays assigned to its member, so it still runs.
 * An *interval* is a ``start`` of a resource on a member up to the next
   ``start``/``stop`` of it there, if that comes before the member's next
   ``join``; otherwise up to the member's next ``leave`` or ``join``; otherwise
@@ -44,7 +47,7 @@ from collections.abc import Iterable, Sequence
 
 from kooper.core import events as ev
 
-_ORDER = {ev.Kind.STOP: 0, ev.Kind.LEAVE: 1, ev.Kind.ROUND: 2, ev.Kind.JOIN: 3, ev.Kind.START: 4}
+_ORDER = ev.SAME_INSTANT_ORDER
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
