@@ -40,6 +40,7 @@ from kooper.shell import (
     state,
     status,
     views,
+    warmup,
 )
 
 logger = logging.getLogger("kooper.shell")
@@ -153,6 +154,12 @@ class GroupRunner:
         """The assignor's indexes of this group's last rounds: a round costs what changed."""
         self._configured_cache: tuple[tuple[tuple[str, int], ...],
                                       model.ConnectorsAndTasks] | None = None
+        self._warmed: tuple[assignor.Cache, model.ConnectorsAndTasks | None] | None = None
+        """(cache, configured resources) ``warmup.warm`` last rehearsed a departure for."""
+        self._planned_configured: model.ConnectorsAndTasks | None = None
+        """The configured resources of the round planned before this one."""
+        self.warmups = 0
+        """Departures rehearsed to warm the cache (tests read it)."""
         self.own_versions: dict[str, list[str]] = {}
         """member → resourceVersions of our own last few writes of its ConfigMap."""
         self.results: list[RoundResult] = []
@@ -309,6 +316,7 @@ class GroupRunner:
         )
         self.results.append(result)
         self.rounds_planned += 1
+        self._warm(snap, new_state, configured, now_ms)
         del self.results[:-100]
         return result
 
@@ -363,6 +371,26 @@ class GroupRunner:
         if self._configured_cache is None or self._configured_cache[0] != key:
             self._configured_cache = (key, snap.configured())
         return self._configured_cache[1]
+
+    def _warm(self, snap: model.Snapshot, new_state: model.PlanState,
+              configured: model.ConnectorsAndTasks, now_ms: int) -> None:
+        """Rehearse a departure once per cache (``warmup``), after this round's writes.
+
+        Again when the configured resources change (a new configuration resets the
+        assignor's indexes), but only once they stayed the same for two planned rounds:
+        connectors created one by one would otherwise pay a rehearsal per round.
+        """
+        stable = configured is self._planned_configured
+        self._planned_configured = configured
+        if self._warmed is not None and self._warmed[0] is self.cache and (
+                self._warmed[1] is configured or not stable):
+            return
+        started = time.perf_counter()
+        if warmup.warm(self.cache, snap, new_state, now_ms=now_ms, configured=configured):
+            self.warmups += 1
+            self._warmed = (self.cache, configured)
+            logger.debug("%s: rehearsed a departure to warm the assignor's cache in %.0f ms",
+                         self.key, (time.perf_counter() - started) * 1000)
 
     def _schedule(self, plan: model.Plan, expiry_ms: int | None, now_ms: int, *,
                   retry: bool = False) -> None:
