@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--identity", help="this replica's identity (default host/pid)")
     parser.add_argument("--debounce", type=float, default=0.05,
                         help="seconds a round waits to coalesce a burst of events")
+    parser.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
+                        help="once every group has planned and the operator is quiet, "
+                             "gc.freeze() the startup heap out of the garbage collector's "
+                             "full scans (once per process; default on)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
 
 
@@ -49,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         namespaces=tuple(args.namespace), metrics_port=args.metrics_port,
         health_port=args.health_port, audit_log=args.audit_log, peering=args.peering,
         priority=args.priority, identity=args.identity, debounce_s=args.debounce,
+        gc_freeze=args.gc_freeze,
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry)

@@ -9,12 +9,14 @@ sees: a Connector naming a WorkerGroup that does not exist.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kooper.shell import audit, kube, rounds, settings, status, views
+from kooper.shell import audit, gcfreeze, kube, rounds, settings, status, views
 
 logger = logging.getLogger("kooper.shell")
 
@@ -69,6 +71,7 @@ class Shell:
         self._connectors: dict[tuple[str, str], tuple[object, ...]] = {}
         self._orphans: dict[tuple[str, str], str] = {}
         self.audit: audit.AuditLog | None = None
+        self._freezer: asyncio.Task[int] | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -86,9 +89,17 @@ class Shell:
             retry_s=self.config.retry_s,
             connector_status=self.config.connector_status,
         )
+        if self.config.gc_freeze and self._freezer is None:
+            self._freezer = asyncio.get_running_loop().create_task(
+                gcfreeze.freeze_when_settled(self.runners.values), name="gc-freeze")
 
     async def stop(self) -> None:
         """Stop every runner and close the client (kopf cleanup)."""
+        if self._freezer is not None:
+            self._freezer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._freezer
+            self._freezer = None
         for runner in list(self.runners.values()):
             await runner.stop()
         self.runners.clear()

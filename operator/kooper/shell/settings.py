@@ -48,6 +48,9 @@ class Config:
     operator acts on the last restart value once more."""
     write_concurrency: int = 64
     """API calls in flight at once."""
+    gc_freeze: bool = False
+    """``gc.freeze()`` once, after every group's first rounds (``shell.gcfreeze``); on in
+    ``kooper run``, off where the operator shares its process (tests, benchmarks)."""
 
 
 def from_env(**overrides: Any) -> Config:
