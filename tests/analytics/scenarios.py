@@ -86,6 +86,34 @@ BALANCE: list[Row] = [
 # A run without any disruption.
 QUIET: list[Row] = [(0, "a", "r", "start"), (50, "", "", "round")]
 
+# Pauses and resumes (a connector's state flipping to and from ``paused``) keep a
+# resource assigned to its member, so they must not change any metric but
+# ``events``. Each list is added to the named scenario; all lie inside its run.
+FLIPS: dict[str, list[Row]] = {
+    "handover": [
+        (200, "a", "r", "pause"), (600, "a", "r", "resume"),
+        (800, "a", "r", "pause"),          # still paused when a stops r at 1000
+        (1500, "b", "r", "pause"),         # started paused: same instant as the start
+        (1700, "b", "r", "resume"),
+        (300, "b", "q", "pause"),          # of nothing b runs: no resource appears
+    ],
+    "coop_kill": [
+        (10, "c", "r3", "pause"),          # c leaves at 100 with r3 paused
+        (50, "a", "r1", "pause"), (120, "a", "r1", "resume"),
+        (200, "a", "r3", "pause"), (250, "a", "r3", "resume"),
+        (280, "b", "r2", "pause"),         # paused when the log ends
+    ],
+    "balance": [
+        (10, "a", "r1", "pause"), (45, "b", "r3", "pause"), (85, "a", "r1", "resume"),
+    ],
+    "zombie": [
+        (150, "a", "r", "pause"),          # the zombie pauses, then stops at 250
+        (200, "b", "r", "pause"), (400, "b", "r", "resume"),
+    ],
+}
+PAUSED_TWINS: dict[str, str] = {f"{run}_paused": run for run in FLIPS}
+"""Scenario with flips -> the scenario without them."""
+
 SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
     "handover": (HANDOVER, "compatible", "kooper"),
     "overlap": (OVERLAP, "eager", "kip415"),
@@ -100,6 +128,13 @@ SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
     "timeline": ([*HANDOVER, (1500, "a", "q", "start")], "compatible", "kooper"),
     "quiet": (QUIET, "compatible", "kooper"),
 }
+SCENARIOS.update(
+    {
+        paused: (sorted([*SCENARIOS[run][0], *FLIPS[run]], key=lambda row: row[0]),
+                 *SCENARIOS[run][1:])
+        for paused, run in PAUSED_TWINS.items()
+    }
+)
 
 
 def to_events(rows: list[Row], *, run: str, protocol: str, policy: str) -> list[events.Event]:

@@ -1,9 +1,9 @@
 """The Spark job and the simulator's pure-Python metrics agree on random logs.
 
 ``kooper.sim.metrics`` implements the same definitions (docs/events.md) without
-Spark. Random logs with frequent ties, zombies, rejoins and stray stops go
-through both; every per-run number must match. One Spark pipeline runs for all
-logs, as separate runs of one DataFrame.
+Spark. Random logs with frequent ties, zombies, rejoins, stray stops, pauses and
+resumes go through both; every per-run number must match. One Spark pipeline
+runs for all logs, as separate runs of one DataFrame.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from kooper.analytics import schema
 from kooper.core import events
 from kooper.sim import metrics as sim_metrics
 
-KINDS = ["start"] * 5 + ["stop"] * 3 + ["round", "join", "leave"]
+KINDS = ["start"] * 5 + ["stop"] * 3 + ["round", "join", "leave", "pause", "resume"]
+WITH_RESOURCE = (events.Kind.START, events.Kind.STOP, events.Kind.PAUSE, events.Kind.RESUME)
 COMPARED = ("events", "resources", "total_pause_ms", "max_pause_ms", "undisturbed_resources",
             "undisturbed_pause_ms", "moves", "overlaps", "rounds", "converge_ms")
 
@@ -31,7 +32,7 @@ def random_log(rng: random.Random, run: str) -> list[events.Event]:
         ts += rng.choice([0, 0, 1, 5, 10, 50])  # many ties
         kind = events.Kind(rng.choice(KINDS))
         member = "" if kind is events.Kind.ROUND else rng.choice(members)
-        resource = rng.choice(resources) if kind in (events.Kind.START, events.Kind.STOP) else ""
+        resource = rng.choice(resources) if kind in WITH_RESOURCE else ""
         rows.append(events.Event(ts, run, "g", member, resource, kind,
                                  protocol=rng.choice(["eager", "compatible"]), policy="kooper"))
     return rows

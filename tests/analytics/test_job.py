@@ -156,3 +156,20 @@ def test_spark_submit_entry_point_reports_errors_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("job.py: error: no event logs")
     with pytest.raises(errors.AnalyticsError, match="KEY=VALUE"):
         options.parse_conf(["novalue"])
+
+
+def test_pause_and_resume_rows_are_accepted_in_json_lines_and_parquet(spark, tmp_path):
+    rows, protocol, policy = scenarios.SCENARIOS["handover_paused"]
+    write_jsonl(tmp_path / "a.jsonl",
+                scenarios.to_events(rows, run="j", protocol=protocol, policy=policy))
+    rows, protocol, policy = scenarios.SCENARIOS["coop_kill_paused"]
+    parquet_rows = [e.to_row() for e in scenarios.to_events(rows, run="p", protocol=protocol,
+                                                             policy=policy)]
+    pq.write_table(pa.Table.from_pylist(parquet_rows), tmp_path / "b.parquet")
+    got = job.read_events(spark, job.find_inputs([str(tmp_path)]))
+    kinds = {(row["run"], row["event"]): row["n"]
+             for row in got.groupBy("run", "event").count().withColumnRenamed("count", "n")
+             .collect()}
+    assert (kinds[("j", "pause")], kinds[("j", "resume")]) == (4, 2)
+    assert (kinds[("p", "pause")], kinds[("p", "resume")]) == (4, 2)
+    assert got.count() == 12 + 16

@@ -199,3 +199,29 @@ def test_timeline_steps_with_resources_running_anywhere(tables):
         [R(ts_ms=0, running=0), R(ts_ms=10, running=1), R(ts_ms=1000, running=0),
          R(ts_ms=1500, running=2)],
     )
+
+
+@pytest.mark.parametrize(("paused", "plain"), sorted(scenarios.PAUSED_TWINS.items()))
+def test_pause_and_resume_rows_change_no_table_and_no_metric_but_events(tables, paused, plain):
+    # A paused resource stays assigned to its member: it still runs for every metric.
+    for table in ("intervals", "resources", "overlaps", "imbalance", "timeline"):
+        assertDataFrameEqual(
+            [R(**{**row.asDict(), "run": plain}) for row in rows(tables, table, paused)],
+            rows(tables, table, plain),
+        )
+    with_flips, without = metric(tables, paused), metric(tables, plain)
+    assert with_flips.pop("events") == without.pop("events") + len(scenarios.FLIPS[plain])
+    assert {**with_flips, "run": plain} == without
+
+
+def test_a_handover_with_pauses_still_pauses_500_ms(tables):
+    m = metric(tables, "handover_paused")
+    assert (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"], m["moves"],
+            m["overlaps"], m["overlap_ms"]) == (500, 500, 500, 1, 0, 0)
+    assert (m["rounds"], m["events"], m["resources"], m["members"]) == (1, 12, 1, 2)
+    assert (m["duration_ms"], m["converge_ms"]) == (2000, 500)
+    m = metric(tables, "coop_kill_paused")
+    assert (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"],
+            m["undisturbed_resources"], m["moves"], m["converge_ms"]) == (100, 100, 0, 2, 1, 100)
+    m = metric(tables, "zombie_paused")
+    assert (m["overlaps"], m["overlap_ms"], m["total_pause_ms"]) == (1, 50, 0)
