@@ -2,8 +2,9 @@
 
 Identity from the Downward API (``POD_NAME``, ``POD_NAMESPACE``, ``POD_UID``);
 the API from ``KOOPER_KUBE_API`` or the in-cluster service account. One JSON
-line per start and stop (the drill event log, ``kooper.core.events``) goes to
-stdout and, with ``--events-file``, to that file; logs go to stderr. SIGTERM
+line per start, stop, pause and resume (the drill event log,
+``kooper.core.events``) goes to stdout and, with ``--events-file``, to that file;
+logs go to stderr. SIGTERM
 stops every resource, reports owning nothing, deletes the Lease and exits 0.
 """
 
