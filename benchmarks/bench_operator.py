@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_operator.py [--members 1000] [--tasks 100000]
         [--departures 20] [--joins 10] [--reports 10] [--profile out.pstats] [--gc-freeze]
+        [--gc-threshold 700,10,10]
 
 What it measures (printed, not asserted), each from the moment the bench acts:
 
@@ -23,8 +24,10 @@ and the bench's workers share the process (and the GIL) with the operator, so
 latencies here are pessimistic for CPU. Each disruption also prints the operator
 thread's CPU time (comparable across runs on a busy machine) and the full garbage
 collections that happened meanwhile: the emulator's objects (every stored body)
-live in this process too, so a full collection scans them; ``--gc-freeze``
-freezes everything present once converged to show the operator without that.
+live in this process too, so a full collection scans them. ``--gc-freeze`` turns
+on the operator's own freeze (``kooper run``'s default: once every group planned
+and it went quiet, ``shell/gcfreeze.py``), which here freezes the emulator's
+objects too; ``--gc-threshold`` tries other collector thresholds.
 
 Workers are played in bulk: after each round, every member whose ConfigMap
 changed applies it and reports (one Lease patch each).
@@ -180,10 +183,12 @@ def ready(emulated: cluster.EmulatedCluster) -> bool:
 
 
 def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float = 300,
-             writes: Callable[[], int] = lambda: 0) -> None:
+             writes: Callable[[], int] = lambda: 0,
+             busy: Callable[[], bool] = lambda: False) -> None:
     """Until every member applied its document, the group is Ready, and the operator has
-    made no API write for a second (Connector statuses trail the round): the next
-    measurement then starts from an idle operator."""
+    made no API write for a second and has no Connector statuses queued (they trail
+    the round; computing 1,000 of them after the start takes longer than a second
+    with no write): the next measurement then starts from an idle operator."""
     deadline = time.monotonic() + timeout
     quiet = 0
     before = writes()
@@ -191,7 +196,8 @@ def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float
         time.sleep(0.2)
         applied = workers.apply_changed()
         now = writes()
-        quiet = quiet + 1 if applied == 0 and now == before and ready(emulated) else 0
+        quiet = (quiet + 1 if applied == 0 and now == before and not busy() and ready(emulated)
+                 else 0)
         before = now
         if quiet >= 5:
             return
@@ -266,10 +272,16 @@ def main() -> int:
                         help="do not patch Connector statuses (the core path only)")
     parser.add_argument("--profile", metavar="PATH", help="cProfile the operator thread")
     parser.add_argument("--gc-freeze", action="store_true",
-                        help="gc.freeze() once converged: the emulator's objects (the API "
-                             "server's, elsewhere in a real cluster) leave the collector's scans")
+                        help="the operator's own gc.freeze() (kooper run's default, "
+                             "shell/gcfreeze.py), waited for before measuring; here it also "
+                             "freezes the emulator's objects (the API server's elsewhere)")
+    parser.add_argument("--gc-threshold", metavar="G0,G1,G2",
+                        help="gc.set_threshold() before the operator starts (default: "
+                             "CPython's 700,10,10)")
     args = parser.parse_args()
 
+    if args.gc_threshold:
+        gc.set_threshold(*(int(part) for part in args.gc_threshold.split(",")))
     feed = Feed()
     collections = Collections()
     with cluster.EmulatedCluster(crds=sorted((ROOT / "crds").glob("*.yaml")),
@@ -288,7 +300,8 @@ def main() -> int:
             workers.add(f"w-{n:04d}")
 
         config = settings.Config(kube_api=emulated.url, identity="bench", debounce_s=0.05,
-                                 connector_status=not args.no_connector_status)
+                                 connector_status=not args.no_connector_status,
+                                 gc_freeze=args.gc_freeze)
         registry = kopf.OperatorRegistry()
         handlers.register(registry, login=False)
         memo = handlers.make_memo(config)
@@ -306,16 +319,24 @@ def main() -> int:
             def writes() -> int:
                 return int(stats.writes)
 
-            converge(emulated, workers, writes=writes)
+            def busy() -> bool:
+                # getattr: the bench also runs against older trees, for before/after.
+                return any(getattr(r, "patching_connectors", False)
+                           for r in memo["shell"].runners.values())
+
+            converge(emulated, workers, writes=writes, busy=busy)
             print(f"members={args.members} tasks={args.tasks} connectors={connectors} "
                   f"connector status: {'off' if args.no_connector_status else 'on'}")
             print(f"first assignment of everything: {first:.2f}s after operator start; "
                   f"converged {time.monotonic() - started:.2f}s", flush=True)
             runner = next(iter(memo["shell"].runners.values()))
             if args.gc_freeze:
-                gc.collect()
-                gc.freeze()
-                print(f"gc.freeze(): {gc.get_freeze_count()} objects frozen")
+                deadline = time.monotonic() + 120
+                while not gc.get_freeze_count() and time.monotonic() < deadline:
+                    time.sleep(0.2)  # The operator freezes once quiet (gcfreeze.quiet_s).
+                print(f"operator's gc.freeze(): {gc.get_freeze_count()} objects frozen, "
+                      f"{time.monotonic() - started:.1f}s after start")
+            print(f"gc thresholds {gc.get_threshold()}", flush=True)
             ident = getattr(getattr(thread, "_thread", None), "ident", None)
             clock = time.pthread_getcpuclockid(ident) if ident is not None else None
 
@@ -357,7 +378,7 @@ def main() -> int:
                     to_status.append(t_status - t0)
                     to_cm.append((max(written) if written else t_status) - t0)
                     cm_writes.append(len(written))
-                    converge(emulated, workers, writes=writes)
+                    converge(emulated, workers, writes=writes, busy=busy)
                     for kind_, n in stats.by_kind.items():
                         calls = n - before.get(kind_, 0)
                         all_writes.setdefault(kind_, []).append(calls)
@@ -383,6 +404,8 @@ def main() -> int:
                       f"  API writes per disruption until converged (median by kind): "
                       + ", ".join(f"{k}={statistics.median(v):.0f}"
                                   for k, v in sorted(all_writes.items()))
+                      + "; the first: " + ", ".join(f"{k}={v[0]}"
+                                                    for k, v in sorted(all_writes.items()))
                       + "\n  mean body bytes per write: "
                       + ", ".join(f"{k}={statistics.median(v):.0f}"
                                   for k, v in sorted(sizes.items())), flush=True)

@@ -43,6 +43,9 @@ def test_first_join_assigns_every_task_and_reports_ready(emulated, fleet, operat
     runner = next(iter(operator.shell.runners.values()))
     assert runner.rounds_planned >= 2
     assert runner.warmups == 1
+    wait_for(lambda: not runner.patching_connectors, what="Connector statuses patched")
+    assert all((emulated.get("connectors", name, namespace="default").get("status") or {})
+               .get("running") == count for name, count in (("A", 4), ("B", 2)))
 
 
 def test_more_members_join_and_work_moves_in_two_rounds_without_running_twice(

@@ -166,6 +166,11 @@ class GroupRunner:
         """The last 100 rounds that planned (tests and the benchmark read them)."""
         self.rounds_planned = 0
 
+    @property
+    def patching_connectors(self) -> bool:
+        """Whether Connector statuses are queued or being patched (they trail the round)."""
+        return self._connectors_task is not None and not self._connectors_task.done()
+
     # --- loop ---------------------------------------------------------------
 
     def poke(self) -> None:
