@@ -111,6 +111,13 @@ FLIPS: dict[str, list[Row]] = {
         (200, "b", "r", "pause"), (400, "b", "r", "resume"),
     ],
 }
+PAUSED_MS: dict[str, int] = {
+    "handover": 400 + 200 + 200,   # a: 200-600, 800-1000 (its stop); b: 1500-1700
+    "coop_kill": 90 + 70 + 50 + 20,  # c until its leave, a's r1 and r3, b's r2 to the end
+    "balance": 75 + 35,            # a's r1 10-85; b's r3 45 until b leaves at 80
+    "zombie": 100 + 200,           # the zombie until its stop; b 200-400
+}
+"""``paused_ms`` of each scenario with its flips."""
 PAUSED_TWINS: dict[str, str] = {f"{run}_paused": run for run in FLIPS}
 """Scenario with flips -> the scenario without them."""
 

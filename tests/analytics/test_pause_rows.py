@@ -2,7 +2,7 @@
 
 A paused resource stays assigned to and held by its member: the rows are
 accepted, ordered after the start they follow, and change nothing but
-``events``, with or without a measuring window.
+``events`` and ``paused_ms``, with or without a measuring window.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def log(run: str, *, twin_of: str | None = None) -> list[events.Event]:
 
 
 def without_events(metrics: sim_metrics.RunMetrics) -> sim_metrics.RunMetrics:
-    return dataclasses.replace(metrics, events=0)
+    return dataclasses.replace(metrics, events=0, paused_ms=0)
 
 
 @pytest.mark.parametrize(("paused", "plain"), sorted(scenarios.PAUSED_TWINS.items()))
@@ -35,6 +35,7 @@ def test_flips_change_only_the_event_count(paused, plain):
     with_flips = sim_metrics.run_metrics(log(paused, twin_of=plain))
     without = sim_metrics.run_metrics(log(plain))
     assert with_flips.events == without.events + len(scenarios.FLIPS[plain])
+    assert (with_flips.paused_ms, without.paused_ms) == (scenarios.PAUSED_MS[plain], 0)
     assert without_events(with_flips) == without_events(without)
     assert sim_metrics.intervals(log(paused, twin_of=plain)) == sim_metrics.intervals(log(plain))
 
@@ -43,17 +44,23 @@ def test_a_handover_with_pauses_has_the_handovers_exact_numbers():
     got = sim_metrics.run_metrics(log("handover_paused"))
     assert (got.events, got.resources, got.total_pause_ms, got.max_pause_ms,
             got.undisturbed_pause_ms, got.moves, got.overlaps, got.rounds,
-            got.converge_ms, got.running_at_end) == (12, 1, 500, 500, 500, 1, 0, 1, 500, 1)
+            got.converge_ms, got.running_at_end, got.paused_ms
+            ) == (12, 1, 500, 500, 500, 1, 0, 1, 500, 1, 800)
 
 
-@pytest.mark.parametrize(("start_ms", "end_ms"), [(100, 250), (0, 120), (250, 300)])
-def test_flips_change_no_windowed_metric_but_events(start_ms, end_ms):
+@pytest.mark.parametrize(
+    ("start_ms", "end_ms", "paused_ms"),
+    # Held paused in coop_kill: c 10-100, a's r1 50-120, a's r3 200-250, b's r2 280-300.
+    [(100, 250, 20 + 50), (0, 120, 90 + 70), (250, 300, 20)],
+)
+def test_flips_change_no_windowed_metric_but_events(start_ms, end_ms, paused_ms):
     with_flips = sim_metrics.run_metrics(
         log("coop_kill_paused", twin_of="coop_kill"), start_ms=start_ms, end_ms=end_ms
     )
     without = sim_metrics.run_metrics(log("coop_kill"), start_ms=start_ms, end_ms=end_ms)
     flips = [row for row in scenarios.FLIPS["coop_kill"] if start_ms <= row[0] <= end_ms]
     assert with_flips.events == without.events + len(flips)
+    assert (with_flips.paused_ms, without.paused_ms) == (paused_ms, 0)
     assert without_events(with_flips) == without_events(without)
 
 
@@ -97,6 +104,6 @@ def test_the_docs_example_with_its_pause_gives_the_numbers_the_docs_state():
     assert {e.event for e in rows} >= set(FLIP_KINDS)
     got = sim_metrics.run_metrics(rows)
     assert (got.total_pause_ms, got.max_pause_ms, got.moves, got.overlaps, got.converge_ms,
-            got.rounds, got.events) == (500, 500, 1, 0, 500, 1, 7)
+            got.rounds, got.events, got.paused_ms) == (500, 500, 1, 0, 500, 1, 7, 200)
     plain = [e for e in rows if e.event not in FLIP_KINDS]
     assert without_events(sim_metrics.run_metrics(plain)) == without_events(got)

@@ -83,7 +83,7 @@ def test_handover_pauses_500_ms_and_counts_one_move(tables):
     assertDataFrameEqual(
         rows(tables, "resources", "handover"),
         [R(run="handover", group="g", resource="r", pause_ms=500, max_pause_ms=500,
-           overlap_ms=0, moves=1, undisturbed=True)],
+           overlap_ms=0, moves=1, undisturbed=True, paused_ms=0)],
     )
     m = metric(tables, "handover")
     assert (m["total_pause_ms"], m["max_pause_ms"], m["moves"], m["overlaps"]) == (500, 500, 1, 0)
@@ -204,13 +204,17 @@ def test_timeline_steps_with_resources_running_anywhere(tables):
 @pytest.mark.parametrize(("paused", "plain"), sorted(scenarios.PAUSED_TWINS.items()))
 def test_pause_and_resume_rows_change_no_table_and_no_metric_but_events(tables, paused, plain):
     # A paused resource stays assigned to its member: it still runs for every metric.
+    # Only ``paused_ms`` (time held paused) and ``events`` see the rows.
     for table in ("intervals", "resources", "overlaps", "imbalance", "timeline"):
         assertDataFrameEqual(
-            [R(**{**row.asDict(), "run": plain}) for row in rows(tables, table, paused)],
+            [R(**{**row.asDict(), "run": plain, "paused_ms": 0}) if table == "resources"
+             else R(**{**row.asDict(), "run": plain}) for row in rows(tables, table, paused)],
             rows(tables, table, plain),
         )
     with_flips, without = metric(tables, paused), metric(tables, plain)
     assert with_flips.pop("events") == without.pop("events") + len(scenarios.FLIPS[plain])
+    assert with_flips.pop("paused_ms") == scenarios.PAUSED_MS[plain]
+    assert without.pop("paused_ms") == 0
     assert {**with_flips, "run": plain} == without
 
 
@@ -219,9 +223,13 @@ def test_a_handover_with_pauses_still_pauses_500_ms(tables):
     assert (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"], m["moves"],
             m["overlaps"], m["overlap_ms"]) == (500, 500, 500, 1, 0, 0)
     assert (m["rounds"], m["events"], m["resources"], m["members"]) == (1, 12, 1, 2)
-    assert (m["duration_ms"], m["converge_ms"]) == (2000, 500)
+    assert (m["duration_ms"], m["converge_ms"], m["paused_ms"]) == (2000, 500, 800)
     m = metric(tables, "coop_kill_paused")
     assert (m["total_pause_ms"], m["max_pause_ms"], m["undisturbed_pause_ms"],
             m["undisturbed_resources"], m["moves"], m["converge_ms"]) == (100, 100, 0, 2, 1, 100)
+    assert rows(tables, "resources", "coop_kill_paused", "resource", "paused_ms") == [
+        R(resource="r1", paused_ms=70), R(resource="r2", paused_ms=20),
+        R(resource="r3", paused_ms=140),  # 90 on c until it left, 50 on a
+    ]
     m = metric(tables, "zombie_paused")
     assert (m["overlaps"], m["overlap_ms"], m["total_pause_ms"]) == (1, 50, 0)

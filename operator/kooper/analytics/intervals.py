@@ -60,6 +60,34 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     )
 
 
+def paused(events: sql.DataFrame, spans: sql.DataFrame) -> sql.DataFrame:
+    """Per resource: ``paused_ms``, the time members held it paused while they ran it.
+
+    A ``pause`` of a resource on a member, inside one of that member's intervals
+    of it (``[start_ms, end_ms)``, which matches the same-instant order), holds
+    it paused until the next ``pause``/``resume``/``start``/``stop`` of it there,
+    or the interval's end. Other flips are ignored.
+    """
+    ranked = events.withColumn("k", eventlog.kind_order())
+    same_place = sql.Window.partitionBy(*eventlog.RESOURCE, "member").orderBy("ts_ms", "k")
+    pauses = (
+        ranked.where(
+            F.col("event").isin("start", "stop", "pause", "resume") & (F.col("resource") != "")
+        )
+        .withColumn("next_ms", F.lead("ts_ms").over(same_place))
+        .where(F.col("event") == "pause")
+        .select(*eventlog.RESOURCE, "member", "ts_ms", "next_ms")
+    )
+    inside = (F.col("start_ms") <= F.col("ts_ms")) & (F.col("ts_ms") < F.col("end_ms"))
+    end = F.least(F.coalesce("next_ms", "end_ms"), F.col("end_ms"))
+    return (
+        pauses.join(spans, [*eventlog.RESOURCE, "member"])
+        .where(inside)
+        .groupBy(*eventlog.RESOURCE)
+        .agg(F.sum(end - F.col("ts_ms")).cast("long").alias("paused_ms"))
+    )
+
+
 def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     """Sweep each resource's intervals: ``running_on`` members during ``[ts_ms, next_ms)``.
 

@@ -52,9 +52,10 @@ def undisturbed(spans: sql.DataFrame, disturbed: sql.DataFrame) -> sql.DataFrame
 
 
 def stats(
-    segs: sql.DataFrame, moved: sql.DataFrame, calm: sql.DataFrame
+    segs: sql.DataFrame, moved: sql.DataFrame, calm: sql.DataFrame, held: sql.DataFrame
 ) -> sql.DataFrame:
-    """``schema.RESOURCES``: pause, longest pause, overlap time, moves, undisturbed flag."""
+    """``schema.RESOURCES``: pause, longest pause, overlap time, moves, undisturbed flag,
+    and time held paused (``held``: ``intervals.paused``)."""
     length = F.col("next_ms") - F.col("ts_ms")
     paused = F.when(F.col("running_on") == 0, length)
     doubled = F.when(F.col("running_on") >= 2, length)
@@ -66,6 +67,7 @@ def stats(
     return (
         stats.join(moved, list(eventlog.RESOURCE), "left")
         .join(calm, list(eventlog.RESOURCE), "left")
+        .join(held, list(eventlog.RESOURCE), "left")
         .select(
             *eventlog.RESOURCE,
             "pause_ms",
@@ -73,5 +75,6 @@ def stats(
             "overlap_ms",
             F.coalesce("moves", F.lit(0)).cast("long").alias("moves"),
             F.coalesce("undisturbed", F.lit(True)).alias("undisturbed"),
+            F.coalesce("paused_ms", F.lit(0)).cast("long").alias("paused_ms"),
         )
     )

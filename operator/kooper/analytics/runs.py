@@ -68,6 +68,7 @@ def metrics(
         F.sum(F.when(calm, F.col("pause_ms"))).alias("undisturbed_pause_ms"),
         F.sum("moves").alias("moves"),
         F.sum("overlap_ms").alias("overlap_ms"),
+        F.sum("paused_ms").alias("paused_ms"),
     )
     overlap_count = overlapping.groupBy("run").agg(F.count(F.lit(1)).alias("overlaps"))
     balanced = balance.groupBy("run").agg(
@@ -82,7 +83,7 @@ def metrics(
     )
     zero_if_missing = {
         "resources", "total_pause_ms", "max_pause_ms", "undisturbed_resources",
-        "undisturbed_pause_ms", "moves", "overlaps", "overlap_ms",
+        "undisturbed_pause_ms", "moves", "overlaps", "overlap_ms", "paused_ms",
     }
     columns = []
     for field in schema.METRICS.fields:

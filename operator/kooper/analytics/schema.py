@@ -75,8 +75,10 @@ RESOURCES = _struct(
     ("overlap_ms", T.LongType()),
     ("moves", T.LongType()),
     ("undisturbed", T.BooleanType()),
+    ("paused_ms", T.LongType()),
 )
-"""Per resource and run: pause, longest pause, time on two members, moves."""
+"""Per resource and run: pause, longest pause, time on two members, moves, time held
+paused (connector state ``paused``: not a pause)."""
 
 OVERLAPS = _struct(
     ("run", T.StringType()),
@@ -126,6 +128,7 @@ METRICS = _struct(
     ("overlap_ms", T.LongType()),
     ("max_imbalance", T.LongType()),
     ("final_imbalance", T.LongType()),
+    ("paused_ms", T.LongType()),
 )
 """``metrics.parquet``: one row per run (definitions in ``docs/events.md``)."""
 

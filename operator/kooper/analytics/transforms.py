@@ -14,7 +14,8 @@ The steps, with the definitions that ``docs/events.md`` spells out:
 3. ``intervals.segments``: sweep the intervals of each resource: how many members
    ran it between consecutive change points.
 4. ``resources.stats``: pause, longest pause and overlap time from the segments,
-   plus ``moves`` and the ``undisturbed`` flag.
+   plus ``moves``, the ``undisturbed`` flag and ``paused_ms`` (``intervals.paused``:
+   time held paused by ``pause`` rows, which are no pause of the resource).
 5. ``intervals.overlaps``, ``balance.imbalance``, ``timeline.running``,
    ``runs.convergence``, ``runs.metrics``.
 
@@ -67,7 +68,8 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS) -> Tables:
     spans = keep(intervals.intervals(events, bounds))
     segs = keep(intervals.segments(spans, bounds))
     calm = resources.undisturbed(spans, resources.disturbed_members(events))
-    per_resource = keep(resources.stats(segs, resources.moves(events), calm))
+    held = intervals.paused(events, spans)
+    per_resource = keep(resources.stats(segs, resources.moves(events), calm, held))
     overlapping = keep(intervals.overlaps(spans))
     per_round = keep(balance.imbalance(events, spans, bounds))
     converged = runs.convergence(events)

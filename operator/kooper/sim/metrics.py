@@ -5,8 +5,12 @@ The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
 
 * Events that share a timestamp are ordered stop, leave, round, join, start,
   pause, resume.
-* ``pause``/``resume`` rows change nothing but ``events`` and the run's first and
-  last row: a paused resource stays assigned to its member, so it still runs.
+* ``pause``/``resume`` rows change nothing above but ``events`` and the run's
+  first and last row: a paused resource stays assigned to its member, so it
+  still runs. They give ``paused_ms`` alone: a ``pause`` of a resource on a
+  member, inside one of that member's intervals of it, holds it paused until the
+  next ``pause``/``resume``/``start``/``stop`` of it there or the interval's end;
+  ``paused_ms`` sums these stretches (task-milliseconds).
 * An *interval* is a ``start`` of a resource on a member up to the next
   ``start``/``stop`` of it there, if that comes before the member's next
   ``join``; otherwise up to the member's next ``leave`` or ``join``; otherwise
@@ -68,6 +72,7 @@ class RunMetrics:
     rounds: int
     converge_ms: int | None
     running_at_end: int = 0
+    paused_ms: int = 0
 
 
 Key = tuple[str, str]  # (group, resource) or (group, member)
@@ -157,6 +162,33 @@ def _pauses(spans: Sequence[Span], run_end: int) -> dict[Key, list[tuple[int, in
     return result
 
 
+def _paused(ordered: Sequence[ev.Event], spans: Sequence[Span]) -> list[tuple[int, int]]:
+    """Each ``(from, to)`` stretch in which a member held a resource it ran paused."""
+    flips = (ev.Kind.START, ev.Kind.STOP, ev.Kind.PAUSE, ev.Kind.RESUME)
+    per_place: dict[tuple[str, str, str], list[ev.Event]] = defaultdict(list)
+    for e in ordered:
+        if e.event in flips and e.resource:
+            per_place[(e.group, e.member, e.resource)].append(e)
+    by_place: dict[tuple[str, str, str], list[tuple[int, int]]] = defaultdict(list)
+    for (group, resource), member, start, end, _ in spans:
+        by_place[(group, member, resource)].append((start, end))
+    stretches: list[tuple[int, int]] = []
+    for place, rows in per_place.items():
+        for index, e in enumerate(rows):
+            if e.event is not ev.Kind.PAUSE:
+                continue
+            # Spans of one place never overlap; [start, end) matches the same-instant
+            # order (a pause comes after the start it follows, after a stop that ends it).
+            span_end = next(
+                (end for start, end in by_place.get(place, ()) if start <= e.ts_ms < end), None
+            )
+            if span_end is None:
+                continue
+            following = rows[index + 1].ts_ms if index + 1 < len(rows) else span_end
+            stretches.append((e.ts_ms, min(following, span_end)))
+    return stretches
+
+
 def _overlaps(spans: Sequence[Span], *, since_ms: int) -> int:
     """Intervals that began (at or after ``since_ms``) while an earlier one still ran."""
     count = 0
@@ -242,6 +274,7 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         rounds=sum(1 for e in windowed if e.event is ev.Kind.ROUND),
         converge_ms=converge,
         running_at_end=len(_still_running(spans)),
+        paused_ms=sum(b - max(a, since) for a, b in _paused(ordered, spans) if b > max(a, since)),
     )
 
 
