@@ -61,4 +61,5 @@ def test_a_departure_after_the_rehearsal_plans_what_a_fresh_cache_plans():
                               cache=assignor.Cache())
         assert warmed.members == fresh.members
         assert warmed.state == fresh.state
-        assert gone not in warmed.members and warmed.changed  # Its work moved at once.
+        assert gone not in warmed.members
+        assert warmed.changed  # Its work moved at once.
