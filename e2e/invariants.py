@@ -25,7 +25,7 @@ _ORDER = {Kind.ROUND: 0, Kind.LEAVE: 1, Kind.STOP: 2, Kind.JOIN: 3, Kind.START: 
 
 def ordered(rows: Iterable[events.Event]) -> list[events.Event]:
     """Rows by time; within a timestamp: rounds, leaves, stops, joins, starts."""
-    return sorted(rows, key=lambda e: (e.ts_ms, _ORDER[e.event]))
+    return sorted(rows, key=lambda e: (e.ts_ms, _ORDER.get(e.event, len(_ORDER))))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
