@@ -1,9 +1,12 @@
 """A blocking Worker on a thread against the emulator, and ways to read and write its documents."""
 
+import dataclasses
 import threading
 import time
 
-from kooper.core import events, model
+from tests.sdk import session_helpers
+
+from kooper.core import events
 from kooper.protocol import codec, messages
 from kooper.sdk import client, demo, identity, kube
 
@@ -73,18 +76,14 @@ def assign(
     states=None,
     incarnation="",
 ):
-    message = messages.Assignment(
+    message = dataclasses.replace(
+        session_helpers.assignment(
+            generation, connectors, tasks, revoked=revoked, protocol=protocol,
+            epochs=epochs if epochs is not None else {r: generation for r in (*connectors, *tasks)},
+            configs={"A": {"type": "counter"}}, name=POD, states=states, incarnation=incarnation,
+        ),
         group="demo",
-        member=POD,
-        generation=generation,
-        protocol=model.Protocol(protocol),
-        assigned=model.ConnectorsAndTasks.of(connectors, tasks),
-        revoked=model.ConnectorsAndTasks.of(*revoked),
-        epochs=epochs if epochs is not None else {r: generation for r in (*connectors, *tasks)},
-        configs={"A": {"type": "counter"}},
-        states=states or {},
         policy="kooper",
-        incarnation=incarnation,
     )
     body = {"metadata": {"name": f"kooper-{POD}"},
             "data": {messages.CONFIGMAP_KEY: codec.encode_assignment(message)}}
