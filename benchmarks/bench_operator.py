@@ -57,9 +57,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "operator"))
 
 from kooper.core import model  # noqa: E402
+from kooper.emulator import cluster, kopfthread  # noqa: E402
 from kooper.protocol import codec, messages  # noqa: E402
 from kooper.shell import handlers, settings  # noqa: E402
-from kooper.testing import cluster, kopfthread  # noqa: E402
 
 NS = "default"
 GROUP = "bench"

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from kooper.demo import cluster, pods, recorder
-from kooper.testing import cluster as emulated
+from kooper.emulator import cluster as emulated
 
 FAKE = (sys.executable, str(pathlib.Path(__file__).with_name("fake_worker.py")))
 

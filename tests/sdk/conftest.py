@@ -7,7 +7,7 @@ from tests.sdk.worker_helpers import NS, POD
 @pytest.fixture
 def api():
     pytest.importorskip("kmock")
-    from kooper.testing import cluster as emulated
+    from kooper.emulator import cluster as emulated
 
     with emulated.EmulatedCluster() as cluster:
         pod = cluster.create("pods", {"metadata": {"name": POD}, "spec": {}}, namespace=NS)

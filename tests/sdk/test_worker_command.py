@@ -16,7 +16,7 @@ from kooper.core import events, model
 from kooper.protocol import codec, messages
 
 pytest.importorskip("kmock")
-from kooper.testing import cluster as emulated
+from kooper.emulator import cluster as emulated
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

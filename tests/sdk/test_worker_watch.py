@@ -11,7 +11,7 @@ from kooper.core import events
 from kooper.sdk import client, demo, kube
 
 pytest.importorskip("kmock")
-from kooper.testing import cluster as emulated
+from kooper.emulator import cluster as emulated
 
 # Nothing but the watch can deliver an assignment in time: the safety-net re-read runs
 # once at start and then every hour, and the idle loop wakes once a minute.

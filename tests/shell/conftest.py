@@ -11,8 +11,8 @@ import kopf
 import pytest
 from tests.shell import doubles
 
+from kooper.emulator import cluster, kopfthread
 from kooper.shell import handlers, settings
-from kooper.testing import cluster, kopfthread
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "default"

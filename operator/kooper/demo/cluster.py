@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from kooper.demo import pods
-from kooper.testing import cluster as emulated
+from kooper.emulator import cluster as emulated
 
 CRDS_DIR = pathlib.Path(__file__).resolve().parents[3] / "crds"
 """The project's CRDs (the emulator falls back to its built-in contract without them)."""

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from kooper.core import errors
+from kooper.emulator import cluster as emulated
 from kooper.protocol import messages
-from kooper.testing import cluster as emulated
 
 WORKER_LABEL = "app.kubernetes.io/name"
 """The label key the demo WorkerGroup selects its pods by."""

@@ -3,10 +3,10 @@
 import threading
 import time
 
-from tests.testing import apiclient
-from tests.testing.apiclient import CM, CONN, WG
+from tests.emulator import apiclient
+from tests.emulator.apiclient import CM, CONN, WG
 
-from kooper.testing import cluster
+from kooper.emulator import cluster
 
 
 def test_a_409_storm_fails_the_next_n_writes_to_one_kind_only(emulated, api):

@@ -1,6 +1,6 @@
 """The status and scale subresources."""
 
-from tests.testing.apiclient import CONN, WG
+from tests.emulator.apiclient import CONN, WG
 
 
 def test_create_drops_status_for_kinds_with_a_status_subresource(api):

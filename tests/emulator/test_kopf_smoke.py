@@ -6,7 +6,7 @@ import time
 import kopf
 import pytest
 
-from kooper.testing import cluster, kopfthread
+from kooper.emulator import cluster, kopfthread
 
 
 def wait_for(predicate, timeout=10.0):

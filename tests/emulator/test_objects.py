@@ -1,6 +1,6 @@
 """Object semantics: identity, resourceVersion, generation, conflicts."""
 
-from tests.testing.apiclient import CM, CONN, WG
+from tests.emulator.apiclient import CM, CONN, WG
 
 
 def test_create_stamps_uid_timestamp_generation_and_resource_version(api):

@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kooper.testing import resources, selectors, store
+from kooper.emulator import resources, selectors, store
 
 _CLOSE: dict[str, Any] = {}  # sentinel: the stream ends when it meets this
 

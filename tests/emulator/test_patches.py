@@ -1,9 +1,9 @@
 """Patch formats: JSON patch (with kopf's resourceVersion test), merge and strategic merge."""
 
 import pytest
-from tests.testing.apiclient import CM, WG
+from tests.emulator.apiclient import CM, WG
 
-from kooper.testing import patches
+from kooper.emulator import patches
 
 
 def test_json_patch_with_a_failed_test_op_answers_422(api):

@@ -4,10 +4,10 @@ import threading
 import time
 import urllib.parse
 
-from tests.testing import apiclient
-from tests.testing.apiclient import CM
+from tests.emulator import apiclient
+from tests.emulator.apiclient import CM
 
-from kooper.testing import cluster
+from kooper.emulator import cluster
 
 
 def test_watch_without_resource_version_starts_with_added_for_existing_objects(api):

@@ -1,9 +1,9 @@
 """Fixtures for the emulator tests: a running cluster and a tiny urllib client."""
 
 import pytest
-from tests.testing import apiclient
+from tests.emulator import apiclient
 
-from kooper.testing import cluster
+from kooper.emulator import cluster
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import sys
 import textwrap
 
 import pytest
-from tests.testing import apiclient
+from tests.emulator import apiclient
 
 WORKER = textwrap.dedent("""\
     import json, sys, urllib.request

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from kooper.testing import resources
+from kooper.emulator import resources
 
 
 class ApiError(Exception):

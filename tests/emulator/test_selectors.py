@@ -3,9 +3,9 @@
 import urllib.parse
 
 import pytest
-from tests.testing.apiclient import CM
+from tests.emulator.apiclient import CM
 
-from kooper.testing import selectors
+from kooper.emulator import selectors
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Deletion: finalizers, cascading garbage collection, preconditions, collections."""
 
 import pytest
-from tests.testing.apiclient import CM, LEASES, PODS, WG
+from tests.emulator.apiclient import CM, LEASES, PODS, WG
 
 
 def owner_ref(obj, kind):

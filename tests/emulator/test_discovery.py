@@ -3,9 +3,9 @@
 import pathlib
 import textwrap
 
-from tests.testing import apiclient
+from tests.emulator import apiclient
 
-from kooper.testing import cluster, resources
+from kooper.emulator import cluster, resources
 
 
 def names(document):

@@ -21,7 +21,7 @@ from typing import Any, Self
 
 import aiohttp.web
 
-from kooper.testing import errors, faults, resources, selectors, server, store, watching
+from kooper.emulator import errors, faults, resources, selectors, server, store, watching
 
 ResourceRef = str | resources.ResourceSpec
 """A kind: "kooper.dev/v1alpha1/workergroups", "v1/pods", "pods", "Pod", "wg", or a spec."""

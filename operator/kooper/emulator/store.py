@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kooper.testing import errors, patches, resources, selectors
+from kooper.emulator import errors, patches, resources, selectors
 
 Obj = dict[str, Any]
 Event = dict[str, Any]

@@ -26,7 +26,7 @@ import attrs
 import kmock
 import yaml
 
-from kooper.testing import errors, faults, resources, selectors, store, watching
+from kooper.emulator import errors, faults, resources, selectors, store, watching
 
 logger = logging.getLogger(__name__)
 
