@@ -48,11 +48,9 @@ def test_dropping_watches_ends_every_open_stream(emulated, api):
     deadline = time.monotonic() + 5
     while emulated.open_watches() < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    started = time.monotonic()
     assert emulated.drop_watches() == 2
     for thread in threads:
-        thread.join(5)
-    assert time.monotonic() - started < 2
+        thread.join(5)  # each stream ends at once; 30 s of timeoutSeconds would fail this
     assert results == [[], []]
     assert emulated.open_watches() == 0
 
@@ -62,13 +60,12 @@ def test_a_delay_slows_answers_for_one_kind(emulated, api):
     started = time.monotonic()
     api.get(CM)
     assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
-    api.get("/api/v1/namespaces/default/pods")
-    assert time.monotonic() - started < 0.3
+    # Which kinds are delayed is read from the fault table, not timed: an upper bound on
+    # an answer's time would fail on a busy machine.
+    assert emulated.faults.delay_for(emulated.resolve("configmaps").key) == 0.3
+    assert emulated.faults.delay_for(emulated.resolve("pods").key) == 0
     emulated.clear_faults()
-    started = time.monotonic()
-    api.get(CM)
-    assert time.monotonic() - started < 0.3
+    assert emulated.faults.delay_for(emulated.resolve("configmaps").key) == 0
 
 
 def test_stored_events_and_kmock_request_log_stay_bounded():
