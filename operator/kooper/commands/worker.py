@@ -157,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
         server = None
         if args.health_port:
             server = health.serve(
-                port=args.health_port, live=lambda: worker.live, ready=lambda: worker.ready
+                port=args.health_port, live=lambda: worker.live, ready=lambda: worker.ready,
+                metrics=worker.metrics.render,
             )
         try:
             worker.run(stop)

@@ -35,6 +35,7 @@ from kooper.core import errors, events
 from kooper.protocol import codec, member, messages
 from kooper.sdk import identity as sdk_identity
 from kooper.sdk import kube, lease
+from kooper.sdk import metrics as sdk_metrics
 from kooper.sdk import session as sdk_session
 from kooper.sdk import settings as sdk_settings
 from kooper.sdk import watch as sdk_watch
@@ -88,9 +89,10 @@ class Worker:
         self.settings = settings or sdk_settings.Settings()
         self.incarnation = incarnation or uuid.uuid4().hex[:8]
         self.run_id = run_id
-        self._on_assigned = on_assigned
-        self._on_revoked = on_revoked
-        self._on_lost = on_lost
+        self.metrics = sdk_metrics.WorkerMetrics()
+        self._on_assigned = self.metrics.timed("on_assigned", on_assigned)
+        self._on_revoked = self.metrics.timed("on_revoked", on_revoked)
+        self._on_lost = self.metrics.timed("on_lost", on_lost)
         self._on_paused = on_paused
         self._on_resumed = on_resumed
         self._on_event = on_event
@@ -204,6 +206,7 @@ class Worker:
                 self._next_resync = now + self.settings.resync_interval_s
                 self._resync()
         self._run_actions()
+        self.metrics.observe(self.session, self.keeper)
 
     def leave(self) -> None:
         """Stop everything (on_revoked), report owning nothing, delete the Lease."""

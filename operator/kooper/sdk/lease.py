@@ -61,6 +61,7 @@ class LeaseKeeper:
         self.last_renewed: float | None = None
         """Monotonic time the last successful write was *sent* (conservative for fencing)."""
         self.last_error = ""
+        self.renewals = self.renewal_failures = 0  # worker metrics
 
     def publish(self, report_text: str) -> None:
         """Make ``report_text`` the report to write, and write it soon."""
@@ -150,10 +151,12 @@ class LeaseKeeper:
                 self.acquire(owner_uid)
         except kube.ApiError as exc:
             self.last_error = str(exc)
+            self.renewal_failures += 1
             logger.warning("lease renewal failed: %s", exc)
             return False
         self.last_error = ""
         self.last_renewed = sent
+        self.renewals += 1
         self._on_renewed()
         return True
 

@@ -117,6 +117,7 @@ class Session:
         """Owned resources the callbacks were told to pause."""
         self._needs_assignment = True
         self._fenced = False
+        self.fencings = 0  # times the member fenced itself (worker metrics)
         self._report_dirty = False
         self._report_backoff = False
         self._last_renewed_ms = 0
@@ -227,6 +228,7 @@ class Session:
         if now_ms - self._last_renewed_ms >= self.lease_duration_ms:
             self._step(_I.LEASE_LOST)
             self._fenced = True
+            self.fencings += 1
             self._needs_assignment = True
             self._target = {}
             self._stop_as_lost.update(self._owned)
