@@ -18,7 +18,7 @@ from tests.shell.conftest import (
 
 from kooper.protocol import codec, messages
 
-GROUP = {"group": "default/wg"}
+GROUP = {"namespace": "default", "workergroup": "wg"}
 
 
 def annotate(emulated, name, value):

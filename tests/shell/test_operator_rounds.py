@@ -142,11 +142,11 @@ def test_metrics_and_audit_log_record_the_rounds(emulated, fleet, tmp_path):
                  what="settle")
     finally:
         op.stop()
-    labels = {"group": "default/audited"}
+    labels = {"namespace": "default", "workergroup": "audited"}
     assert REGISTRY.get_sample_value("kooper_rounds_total", labels) >= 1
     assert REGISTRY.get_sample_value("kooper_rebalances_total", labels) >= 1
-    assert REGISTRY.get_sample_value("kooper_unassigned", labels) == 0
-    assert REGISTRY.get_sample_value("kooper_assigned", labels) == 4
+    assert REGISTRY.get_sample_value("kooper_unassigned_resources", labels) == 0
+    assert REGISTRY.get_sample_value("kooper_assigned_resources", labels) == 4
     assert REGISTRY.get_sample_value("kooper_members", {**labels, "protocol": "compatible"}) == 2
     assert REGISTRY.get_sample_value("kooper_rebalance_latency_seconds_count", labels) >= 1
     rows = [json.loads(line) for line in path.read_text().splitlines()]

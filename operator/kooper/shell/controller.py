@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kooper.shell import audit, gcfreeze, kube, rounds, settings, status, views
+from kooper.shell import audit, gcfreeze, kube, metrics, rounds, settings, status, views
 
 logger = logging.getLogger("kooper.shell")
 
@@ -123,6 +123,7 @@ class Shell:
             runner = self.runners.pop(key, None)
             if runner is not None and runner.task is not None:
                 runner.task.cancel()
+            metrics.forget_group(f"{namespace}/{name}")  # no stale series (or alerts) left
             return None
         runner = self.runners.get(key)
         if runner is None:

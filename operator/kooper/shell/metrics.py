@@ -1,55 +1,121 @@
 """Every Prometheus metric the operator exports (one place, so dashboards can be checked).
 
-Labels are the group (``namespace/name``) and small enums only: never a task,
-connector or member name, so cardinality stays flat at 100,000 tasks.
+Names follow Prometheus conventions: base units in the name (``_seconds``,
+``_timestamp_seconds``), counters end in ``_total``, a count says what it counts
+(``_resources``, ``_members``), an info metric ends in ``_info`` and is always 1.
+``UNITLESS`` lists the few gauges with no unit and why; a test holds every name
+to these rules, and ``docs/operator.md`` has the table.
+
+Labels are the WorkerGroup's ``namespace`` and ``workergroup`` and small enums only:
+never a task, connector or member name, so cardinality stays flat at 100,000 tasks.
+Callers pass a runner's key (``namespace/name``): ``labels("ns/name")`` splits it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import platform
+import time
+from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics import MetricWrapperBase
 
+import kooper
 from kooper.core import model
+
+GROUP_LABELS = ("namespace", "workergroup")
+"""The labels of every per-group metric, in this order."""
+
+UNITLESS = {
+    "kooper_assignment_generation": "a generation number, not a quantity",
+    "kooper_build_info": "an info metric (always 1, the facts are labels)",
+}
+"""Gauges without a unit in their name, and why."""
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
-ROUNDS = Counter("kooper_rounds", "Rebalance rounds computed", ["group"])
-REBALANCES = Counter(
-    "kooper_rebalances", "Rounds that changed at least one member's assignment", ["group"]
+_M = TypeVar("_M", bound=MetricWrapperBase)
+
+
+class PerGroup(Generic[_M]):
+    """A metric labelled by WorkerGroup, addressed by the runner's ``namespace/name`` key."""
+
+    def __init__(self, metric: _M) -> None:
+        self.metric = metric
+
+    def labels(self, group: str, *more: str) -> _M:
+        """The child for ``group`` (``namespace/name``) and the metric's other labels."""
+        namespace, _, name = group.partition("/")
+        return self.metric.labels(namespace, name, *more)
+
+    def remove(self, group: str, *more: str) -> None:
+        """Drop ``group``'s series (``KeyError`` if it has none)."""
+        namespace, _, name = group.partition("/")
+        self.metric.remove(namespace, name, *more)
+
+
+def _counter(name: str, documentation: str) -> PerGroup[Counter]:
+    return PerGroup(Counter(name, documentation, GROUP_LABELS))
+
+
+def _gauge(name: str, documentation: str, *more: str) -> PerGroup[Gauge]:
+    return PerGroup(Gauge(name, documentation, (*GROUP_LABELS, *more)))
+
+
+BUILD_INFO = Gauge("kooper_build_info", "The running operator's version (always 1)",
+                   ["version", "python"])
+BUILD_INFO.labels(kooper.__version__, platform.python_version()).set(1)
+
+ROUNDS = _counter("kooper_rounds_total", "Rebalance rounds computed")
+REBALANCES = _counter(
+    "kooper_rebalances_total", "Rounds that changed at least one member's assignment")
+REVOCATIONS = _counter("kooper_resource_revocations_total", "Resources revoked from a member")
+MOVES = _counter("kooper_resource_moves_total", "Resources newly assigned to a member")
+LOST = _counter("kooper_resource_losses_total", "Resources lost with a departed member")
+ROUND_ERRORS = _counter("kooper_round_failures_total", "Rounds that failed and were retried")
+CONNECTOR_RESTARTS = _counter(
+    "kooper_connector_restarts_total",
+    "Connectors restarted in place (a new kooper.dev/restart value, acted on once)",
 )
-REVOCATIONS = Counter("kooper_revocations", "Resources revoked from a member", ["group"])
-MOVES = Counter("kooper_moves", "Resources newly assigned to a member", ["group"])
-LOST = Counter("kooper_lost_resources", "Resources lost with a departed member", ["group"])
-MEMBERS = Gauge("kooper_members", "Live members by protocol they speak", ["group", "protocol"])
-ASSIGNED = Gauge("kooper_assigned", "Resources assigned to a live member", ["group"])
-UNASSIGNED = Gauge(
-    "kooper_unassigned", "Configured resources no live member may run", ["group"]
-)
-LOST_NOW = Gauge("kooper_lost", "Lost resources waiting for the scheduled rebalance", ["group"])
-IMBALANCE = Gauge("kooper_imbalance", "Max minus min resources per member", ["group"])
-DELAY_REMAINING = Gauge(
-    "kooper_delay_remaining_seconds", "Seconds until the scheduled rebalance (0: none)", ["group"]
-)
-GENERATION = Gauge("kooper_generation", "The group's rebalance generation", ["group"])
-COMPUTE = Histogram(
-    "kooper_round_compute_seconds", "Time spent in the assignor per round", ["group"],
+MEMBERS = _gauge("kooper_members", "Live members by protocol they speak", "protocol")
+FENCED = _gauge("kooper_fenced_members", "Live members that report having fenced themselves")
+PENDING = _gauge(
+    "kooper_pending_members", "Members that have not applied their latest assignment yet")
+ASSIGNED = _gauge("kooper_assigned_resources", "Resources assigned to a live member")
+UNASSIGNED = _gauge("kooper_unassigned_resources", "Configured resources no live member may run")
+LOST_NOW = _gauge(
+    "kooper_lost_resources", "Lost resources waiting for the scheduled rebalance")
+IMBALANCE = _gauge("kooper_imbalance_resources", "Max minus min resources per member")
+DELAY_REMAINING = _gauge(
+    "kooper_delay_remaining_seconds",
+    "Seconds until the scheduled rebalance, as of the last round (0: none)")
+DELAY_DEADLINE = _gauge(
+    "kooper_delay_deadline_timestamp_seconds",
+    "Unix time the scheduled rebalance is due (0: none); in the past means overdue")
+LAST_ROUND = _gauge(
+    "kooper_last_round_timestamp_seconds", "Unix time of the group's last completed round")
+GENERATION = _gauge("kooper_assignment_generation", "The group's rebalance generation")
+COMPUTE = PerGroup(Histogram(
+    "kooper_round_compute_seconds", "Time spent in the assignor per round", GROUP_LABELS,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
-)
-LATENCY = Histogram(
+))
+LATENCY = PerGroup(Histogram(
     "kooper_rebalance_latency_seconds",
     "From the first event of a burst (report, departure, spec change) to ConfigMaps written",
-    ["group"],
+    GROUP_LABELS,
     buckets=_LATENCY_BUCKETS,
+))
+CONFLICTS = Counter("kooper_api_conflicts_total", "409 Conflict answers (retried), by kind",
+                    ["kind"])
+BAD_INPUT = Counter("kooper_bad_inputs_total", "Bad input noticed, by reason", ["reason"])
+
+_PER_GROUP: tuple[PerGroup[Counter] | PerGroup[Gauge] | PerGroup[Histogram], ...] = (
+    ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ROUND_ERRORS, CONNECTOR_RESTARTS, FENCED,
+    PENDING, ASSIGNED, UNASSIGNED, LOST_NOW, IMBALANCE, DELAY_REMAINING, DELAY_DEADLINE,
+    LAST_ROUND, GENERATION, COMPUTE, LATENCY,
 )
-WRITES = Counter("kooper_api_writes", "Mutating API calls by kind", ["kind"])
-CONFLICTS = Counter("kooper_api_conflicts", "409 Conflict answers (retried)", ["kind"])
-BAD_INPUT = Counter("kooper_bad_input", "Bad input noticed, by reason", ["reason"])
-ROUND_ERRORS = Counter("kooper_round_errors", "Rounds that failed and were retried", ["group"])
-CONNECTOR_RESTARTS = Counter(
-    "kooper_connector_restarts",
-    "Connectors restarted in place (a new kooper.dev/restart value, acted on once)", ["group"],
-)
+_PROTOCOLS = ("compatible", "eager")
 
 
 def serve(port: int) -> None:
@@ -68,7 +134,7 @@ def observe_round(
     revoked: int,
     imbalance: int,
 ) -> None:
-    """Update every per-group metric after a round."""
+    """Update every per-group metric after a round (``group``: ``namespace/name``)."""
     ROUNDS.labels(group).inc()
     COMPUTE.labels(group).observe(compute_s)
     if plan.changed:
@@ -76,27 +142,35 @@ def observe_round(
     REVOCATIONS.labels(group).inc(revoked)
     MOVES.labels(group).inc(sum(len(r) for r in plan.newly_assigned.values()))
     LOST.labels(group).inc(len(plan.newly_lost))
-    cooperative = sum(1 for m in snapshot.members.values() if m.cooperative)
+    live = snapshot.members.values()
+    cooperative = sum(1 for m in live if m.cooperative)
     MEMBERS.labels(group, "compatible").set(cooperative)
     MEMBERS.labels(group, "eager").set(len(snapshot.members) - cooperative)
+    FENCED.labels(group).set(sum(1 for m in live if m.fenced))
+    PENDING.labels(group).set(sum(
+        1 for name, member_plan in plan.members.items()
+        if name in snapshot.members and snapshot.members[name].generation < member_plan.generation
+    ))
     ASSIGNED.labels(group).set(sum(len(m.assigned) for m in plan.members.values()))
     UNASSIGNED.labels(group).set(len(plan.unassigned))
     LOST_NOW.labels(group).set(len(plan.state.lost_resources()))
     IMBALANCE.labels(group).set(imbalance)
     GENERATION.labels(group).set(plan.state.generation)
+    # The deadline is on the runner's clock (``now_ms``); it is exported as Unix time so
+    # an alert can compare it with ``time()`` between rounds, when nothing updates it.
+    wall = time.time()
     delay = plan.state.delay
-    DELAY_REMAINING.labels(group).set(
-        max(0.0, (delay.deadline_ms - now_ms) / 1000) if delay else 0.0
-    )
+    remaining = max(0.0, (delay.deadline_ms - now_ms) / 1000) if delay else 0.0
+    DELAY_REMAINING.labels(group).set(remaining)
+    DELAY_DEADLINE.labels(group).set(wall + (delay.deadline_ms - now_ms) / 1000 if delay else 0)
+    LAST_ROUND.labels(group).set(wall)
 
 
 def forget_group(group: str) -> None:
-    """Drop a deleted group's series."""
-    for metric in (ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ASSIGNED, UNASSIGNED,
-                   LOST_NOW, IMBALANCE, DELAY_REMAINING, GENERATION, COMPUTE, LATENCY,
-                   ROUND_ERRORS, CONNECTOR_RESTARTS):
+    """Drop a deleted group's series (``group``: ``namespace/name``)."""
+    for metric in _PER_GROUP:
         with contextlib.suppress(KeyError):
             metric.remove(group)
-    for protocol in ("compatible", "eager"):
+    for protocol in _PROTOCOLS:
         with contextlib.suppress(KeyError):
             MEMBERS.remove(group, protocol)
