@@ -73,10 +73,28 @@ def _values_at(schema: dict[str, Any], value: Any) -> Iterator[tuple[dict[str, A
 _ENV = celpy.Environment()
 
 
+def evaluate_cel(expression: str, activation: dict[str, Any]) -> Any:
+    """Evaluate one CEL expression (JSON values bound as CEL values); errors are returned."""
+    program = _ENV.program(_ENV.compile(expression))
+    return program.evaluate({k: _to_cel(v) for k, v in activation.items()})
+
+
+def _to_cel(value: Any) -> Any:
+    # Values computed by an earlier expression (a policy's variables) are CEL values already.
+    if isinstance(value, dict):
+        return celpy.celtypes.MapType(
+            {celpy.celtypes.StringType(k): _to_cel(v) for k, v in value.items()}
+        )
+    if isinstance(
+        value, celpy.celtypes.StringType | celpy.celtypes.IntType | celpy.celtypes.BoolType
+    ):
+        return value
+    return celpy.json_to_cel(value)
+
+
 def eval_cel(expression: str, activation: dict[str, Any]) -> bool:
     """Evaluate one CEL expression; an evaluation error fails the rule (as in the API server)."""
-    program = _ENV.program(_ENV.compile(expression))
-    result = program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    result = evaluate_cel(expression, activation)
     if isinstance(result, celpy.CELEvalError):
         return False
     return bool(result)
