@@ -73,9 +73,18 @@ def _values_at(schema: dict[str, Any], value: Any) -> Iterator[tuple[dict[str, A
 _ENV = celpy.Environment()
 
 
+def _sum(values: Any) -> Any:
+    return celpy.celtypes.IntType(sum(values))
+
+
+_FUNCTIONS = {"sum": _sum}
+"""The Kubernetes CEL library functions our rules use that cel-python lacks
+(``<list<int>>.sum()`` from the Kubernetes list library)."""
+
+
 def evaluate_cel(expression: str, activation: dict[str, Any]) -> Any:
     """Evaluate one CEL expression (JSON values bound as CEL values); errors are returned."""
-    program = _ENV.program(_ENV.compile(expression))
+    program = _ENV.program(_ENV.compile(expression), functions=_FUNCTIONS)
     return program.evaluate({k: _to_cel(v) for k, v in activation.items()})
 
 

@@ -187,11 +187,79 @@ def test_every_cel_rule_has_a_message_and_compiles(crds):
             crdschema._ENV.compile(rule["rule"])  # raises on a syntax error
             found[f"{kind}:{path}"] = rule["message"]
     assert set(found) == {
+        "WorkerGroup:spec",
         "WorkerGroup:spec.selector",
         "WorkerGroup:spec.scheduledRebalanceMaxDelay",
         "Connector:spec.workerGroup",
         "Connector:spec.tasksMax",
+        "Connector:spec.config",
     }
+
+
+# --- the timing budget (docs/protocol.md): renew + stop timeout + margin < lease ---------
+
+BUDGET = "the timing budget needs renewIntervalSeconds + stopTimeoutSeconds"
+
+
+@pytest.mark.parametrize(
+    "timing",
+    [
+        {},  # every part scales with the default 30 s lease: 10 + 10 + 2 < 30
+        {"leaseDurationSeconds": 5},  # the CRD's shortest lease, the drills' setting
+        {"leaseDurationSeconds": 15, "renewIntervalSeconds": 5},  # the examples'
+        {"renewIntervalSeconds": 10, "stopTimeoutSeconds": 10, "fenceMarginSeconds": 2},
+        {"renewIntervalSeconds": 10, "stopTimeoutSeconds": 17, "fenceMarginSeconds": 2},
+        {"leaseDurationSeconds": 60, "stopTimeoutSeconds": 30},
+    ],
+)
+def test_workergroup_accepts_a_sound_timing_budget(crds, timing):
+    assert crdschema.admit(crds["WorkerGroup"], wg(**timing))[1] == []
+
+
+@pytest.mark.parametrize(
+    "timing",
+    [
+        # The stops of a member fenced at 30 - 30 - 2 < 0 s could never end in time.
+        {"stopTimeoutSeconds": 30},
+        # Exactly the lease: the member would fence the moment one renewal is late.
+        {"renewIntervalSeconds": 10, "stopTimeoutSeconds": 18, "fenceMarginSeconds": 2},
+        # Renewing every 10 s, fencing 15 - 5 - 1 = 9 s after a renewal: always fenced.
+        {"leaseDurationSeconds": 15, "renewIntervalSeconds": 10},
+        {"leaseDurationSeconds": 5, "fenceMarginSeconds": 4},
+    ],
+)
+def test_workergroup_rejects_a_timing_budget_that_cannot_hold(crds, timing):
+    errors = crdschema.admit(crds["WorkerGroup"], wg(**timing))[1]
+    assert any(BUDGET in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    "field", ["renewIntervalSeconds", "stopTimeoutSeconds", "fenceMarginSeconds"]
+)
+def test_workergroup_timing_parts_are_whole_positive_seconds(crds, field):
+    errors = crdschema.admit(crds["WorkerGroup"], wg(**{field: 0}))[1]
+    assert any("less than the minimum" in e for e in errors), errors
+
+
+# --- the config bound: an assignment carries it and must fit one ConfigMap ---------------
+
+
+def test_connector_config_may_total_64_kib_of_keys_and_values(crds):
+    config = {f"k{i:02d}": "v" * (4096 - 3) for i in range(16)}
+    assert sum(len(k) + len(v) for k, v in config.items()) == 65536
+    assert crdschema.admit(crds["Connector"], conn(config=config))[1] == []
+
+
+def test_connector_config_over_64_kib_in_total_is_rejected(crds):
+    config = {f"k{i:02d}": "v" * (4096 - 3) for i in range(16)}
+    config["k00"] += "v"
+    errors = crdschema.admit(crds["Connector"], conn(config=config))[1]
+    assert any("config must total at most 65536 characters" in e for e in errors), errors
+
+
+def test_one_config_value_over_the_bound_is_rejected_by_the_schema(crds):
+    errors = crdschema.admit(crds["Connector"], conn(config={"blob": "x" * 65537}))[1]
+    assert any("is too long" in e for e in errors), errors
 
 
 def test_status_written_by_the_operator_validates(crds):
