@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from kooper.control import liveness, snapshot, state, status, views
 from kooper.core import assignor, events, ids, model
 from kooper.protocol import codec, messages
-from kooper.shell import audit, liveness, snapshot, state, status, views
+from kooper.shell import audit
 
 W = ids.WorkerId
 
@@ -260,7 +261,7 @@ def test_every_document_names_the_incarnation_it_was_planned_for():
 
 
 def test_placement_reports_only_connectors_whose_resources_changed_member():
-    from kooper.shell import placement
+    from kooper.control import placement
 
     def cat(*tasks):
         return model.ConnectorsAndTasks.of(

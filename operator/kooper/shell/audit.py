@@ -22,21 +22,14 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from kooper.core import events, ids, model
+from kooper.control import events as events_
+from kooper.core import events, model
 
 logger = logging.getLogger("kooper.audit")
 
 
-def departed(previous: model.PlanState, plan: model.Plan) -> list[ids.WorkerId]:
-    """Members that held an assignment last round and are gone (or restarted) now."""
-    result = []
-    for member in sorted(previous.assignments):
-        now = plan.state.incarnations.get(member)
-        if member not in plan.members or (
-            previous.incarnations.get(member) and now != previous.incarnations[member]
-        ):
-            result.append(member)
-    return result
+departed = events_.departed
+"""Members that held an assignment last round and are gone (or restarted) now."""
 
 
 def rows(

@@ -16,7 +16,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kooper.shell import audit, gcfreeze, kube, metrics, rounds, settings, status, views
+from kooper.control import status, views
+from kooper.shell import audit, gcfreeze, kube, metrics, rounds, settings
 
 logger = logging.getLogger("kooper.shell")
 

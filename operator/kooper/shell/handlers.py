@@ -18,8 +18,9 @@ from typing import Any
 
 import kopf
 
+from kooper.control import views
 from kooper.core import errors
-from kooper.shell import controller, kube, metrics, settings, views
+from kooper.shell import controller, kube, metrics, settings
 
 _serving_metrics: set[int] = set()
 

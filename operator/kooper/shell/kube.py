@@ -23,8 +23,8 @@ from typing import Any
 
 import aiohttp
 
+from kooper.control import views
 from kooper.core import errors
-from kooper.shell import views
 
 FIELD_MANAGER = "kooper"
 MAX_EVENT_MESSAGE = 1024

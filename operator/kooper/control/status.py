@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kooper.control import views
 from kooper.core import backoff, ids, model
-from kooper.shell import views
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -53,7 +53,8 @@ def decode_resources(raw: object) -> model.ConnectorsAndTasks:
 
 
 def encode(
-    state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None
+    state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None,
+    owners: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """``status.state``: everything in ``state`` that the ConfigMaps do not hold.
 
@@ -90,6 +91,10 @@ def encode(
         },
         "epochs": kept,
     }
+    known = {*state.assignments, *state.lost}
+    document["owners"] = {member: f"{kind}/{name}"
+                          for member, (kind, name) in sorted((owners or {}).items())
+                          if member in known and kind and name}
     if state.delay is not None:
         document["delay"] = {
             "deadlineMs": state.delay.deadline_ms,
@@ -177,6 +182,22 @@ def restore(
         backoff=_decode_backoff(document.get("backoff")),
     )
     return Restored(state, tuple(sorted(unreadable)))
+
+
+def restore_owners(raw: object) -> dict[str, tuple[str, str]]:
+    """The pod owners persisted in ``status.state.owners`` (``member: "Kind/name"``).
+
+    They are how a restarted operator knows a departed pod's StatefulSet or
+    ReplicaSet, and so whether the departure is permanent, without having seen the pod.
+    """
+    document = raw if isinstance(raw, Mapping) else {}
+    found = document.get("owners")
+    result: dict[str, tuple[str, str]] = {}
+    for member, text in (found.items() if isinstance(found, Mapping) else ()):
+        kind, _, name = str(text).partition("/")
+        if kind and name:
+            result[str(member)] = (kind, name)
+    return result
 
 
 def _decode_backoff(raw: object) -> model.RevocationBackoff:

@@ -13,7 +13,7 @@ scheduled-rebalance delay.
 
 from __future__ import annotations
 
-from kooper.shell import views
+from kooper.control import views
 
 
 def lease_live(

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from kooper.control import liveness, views
 from kooper.core import ids, model
 from kooper.protocol import messages
-from kooper.shell import liveness, views
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

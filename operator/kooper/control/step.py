@@ -1,0 +1,428 @@
+"""One controller step: ``step(inputs, memory, *, now_ms) -> Step`` (sans-I/O, like h11).
+
+The operator (``shell.rounds``), the simulator (``sim.runner``) and ``kooper replay``
+(``control.replay``) gather ``Inputs`` their own way and call this; nothing else
+decides a round. A ``Step`` says what to do, in order:
+
+1. ``configmap_writes``: each member's new Assignment (in parallel, each with a
+   ``resourceVersion`` precondition);
+2. ``status``: the WorkerGroup status, persisted planner state included (rendered
+   with ``GroupStatus.document`` against the status the writer last saw);
+3. ``deletes``: departed members' ConfigMaps;
+4. ``events``, ``metrics``, ``connectors`` (the Connector statuses to refresh).
+
+If some ConfigMap writes fail, the caller asks ``step.failed(members)`` for the
+revised Step: those members keep their previous assignment in the persisted state
+(the barrier still counts them) and their restarts stay pending.
+
+``Memory`` is frozen. What in it changes a decision is persisted or re-read: the
+planner state is ``status.state`` plus the ConfigMaps (``restored``), pod owners are
+persisted in ``status.state.owners``, restart records in ``Connector.status.restart``.
+The rest only dedupes Events (``reported``) or skips a round whose inputs did not
+change (``last_key``). ``Caches`` hold indexes that make a round cheaper and never
+change its result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kooper.control import events, liveness, restarts, snapshot, state, status, views
+from kooper.core import assignor, ids, model
+from kooper.protocol import messages
+
+Owner = tuple[str, str]
+"""(kind, name) of a pod's controller."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerFacts:
+    """What a read of a pod's owner found (``replicas`` only for a StatefulSet)."""
+
+    exists: bool
+    replicas: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Inputs:
+    """Everything one step reads: the watched objects and the few reads the shell made."""
+
+    group: views.GroupView
+    pods: Sequence[views.PodView]
+    leases: Sequence[views.LeaseView]
+    connectors: Sequence[views.ConnectorView]
+    configmaps: Mapping[str, views.ConfigMapView] = dataclasses.field(default_factory=dict)
+    """member → its ConfigMap as watched."""
+    owners: Mapping[Owner, OwnerFacts] = dataclasses.field(default_factory=dict)
+    """The owners ``owners_to_read`` asked for (one that could not be read is left out)."""
+    edits: Mapping[ids.WorkerId, str] = dataclasses.field(default_factory=dict)
+    """Live members whose ConfigMap someone else changed: ``"edited"`` or ``"deleted"``."""
+    leader: str = ""
+    """The operator's identity, written into every Assignment."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Memory:
+    """What one step hands the next (see the module docstring for what is persisted)."""
+
+    state: model.PlanState = dataclasses.field(default_factory=model.PlanState)
+    good_reports: Mapping[ids.WorkerId, messages.Report] = dataclasses.field(
+        default_factory=dict)
+    """The last usable report per member, used while its current one is malformed."""
+    given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = dataclasses.field(
+        default_factory=dict)
+    """member → (incarnation, everything written to its ConfigMap since)."""
+    pod_owners: Mapping[str, Owner] = dataclasses.field(default_factory=dict)
+    permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    """Absent members already judged (permanently departed or not)."""
+    configmaps: frozenset[ids.WorkerId] = frozenset()
+    """Members whose ConfigMap this operator wrote and has not deleted."""
+    restarts_done: restarts.Done = dataclasses.field(default_factory=dict)
+    restarts_pending: restarts.Pending = dataclasses.field(default_factory=dict)
+    reported: events.Reported = dataclasses.field(default_factory=events.Reported)
+    last_key: object = None
+    last_plan: model.Plan | None = None
+
+    def members(self) -> frozenset[str]:
+        """Every member any per-member map may hold an entry for."""
+        return frozenset({*self.state.assignments, *self.state.lost, *self.configmaps})
+
+
+class Caches:
+    """Indexes carried between steps to make them cheaper; never changes a decision."""
+
+    def __init__(self) -> None:
+        self.assignor = assignor.Cache()
+        self.configured: tuple[tuple[tuple[str, int], ...], model.ConnectorsAndTasks] | None = None
+        self.claims: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, ...]] = {}
+
+    def configured_of(self, snap: model.Snapshot) -> model.ConnectorsAndTasks:
+        """``snap.configured()``, rebuilt only when task counts change (100,000 strings)."""
+        key = tuple(sorted(snap.connectors.items()))
+        if self.configured is None or self.configured[0] != key:
+            self.configured = (key, snap.configured())
+        return self.configured[1]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """The WorkerGroup status write (step 2)."""
+
+    facts: status.GroupFacts
+    state: model.PlanState
+    """The planner state to persist (``state.encode``)."""
+    owners: Mapping[str, Owner]
+    generation: int
+    """The WorkerGroup's ``metadata.generation`` this status observed."""
+
+    def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+        """The whole status; conditions keep their times from ``previous``."""
+        return status.group_status(self.facts, state=encoded, generation=self.generation,
+                                   previous=previous)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Connectors:
+    """The Connector statuses to refresh after the round (the shell trails them)."""
+
+    plan: model.Plan
+    snapshot: model.Snapshot
+    connectors: Sequence[views.ConnectorView]
+    restarts: restarts.Done
+    dirty: frozenset[str]
+    """Connectors whose restart record changed this round."""
+    settled: bool
+    """Whether every member has applied its latest document."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Metrics:
+    """Counter updates beyond ``shell.metrics.observe_round``."""
+
+    bad_input: tuple[str, ...] = ()
+    connector_restarts: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """What one step decided; ``plan`` is None when nothing needed doing."""
+
+    memory: Memory
+    wake_at_ms: int | None
+    """Run again at this time even if nothing happens (a deadline or a Lease expiry)."""
+    plan: model.Plan | None = None
+    snapshot: model.Snapshot | None = None
+    previous: model.PlanState | None = None
+    configmap_writes: tuple[messages.Assignment, ...] = ()
+    status: GroupStatus | None = None
+    deletes: tuple[ids.WorkerId, ...] = ()
+    events: tuple[events.Event, ...] = ()
+    metrics: Metrics = Metrics()
+    connectors: Connectors | None = None
+    failures: frozenset[ids.WorkerId] = frozenset()
+    decision: _Decision | None = None
+
+    def failed(self, members: frozenset[ids.WorkerId], *, retry_ms: int = 1_000) -> Step:
+        """This step again, knowing that the ConfigMap writes of ``members`` failed."""
+        if not members or self.decision is None:
+            return self
+        return _finish(self.decision, members, retry_ms=retry_ms)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Decision:
+    """A planned round before the writes' outcome is known."""
+
+    inputs: Inputs
+    memory: Memory
+    now_ms: int
+    key: object
+    found: snapshot.Members
+    snap: model.Snapshot
+    plan: model.Plan
+    restarts: Mapping[str, tuple[str, frozenset[str]]]
+    recorder_entries: events.Reported
+    problems: tuple[tuple[str, str], ...]
+    bad_input: tuple[str, ...]
+    early_events: tuple[events.Event, ...]
+    pod_owners: Mapping[str, Owner]
+    permanent: Mapping[str, bool]
+    good_reports: Mapping[ids.WorkerId, messages.Report]
+
+
+def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:
+    """The memory of a leader that just started: the persisted state, nothing else."""
+    result = state.restore(group.status.get("state"),
+                           ((member, cm.text) for member, cm in configmaps.items()),
+                           group=group.name)
+    planner = result.state
+    given = {member: (planner.incarnations.get(member, ""),
+                      assigned.union(planner.revoking.get(member, model.EMPTY)))
+             for member, assigned in planner.assignments.items()}
+    return Memory(state=planner, given=given, pod_owners=state.restore_owners(
+        group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps))
+
+
+def _absent(inputs: Inputs, memory: Memory) -> list[str]:
+    """Members the state knows whose pod is gone or terminating (departure candidates)."""
+    pods = {pod.name: pod for pod in inputs.pods}
+    known = {*memory.state.assignments, *memory.state.lost}
+    return sorted(m for m in known if (pod := pods.get(m)) is None or pod.deleting)
+
+
+def _owners(inputs: Inputs, memory: Memory) -> dict[str, Owner]:
+    """Each member's pod owner: from its pod if seen, else as persisted."""
+    owners = dict(memory.pod_owners)
+    selector = inputs.group.selector
+    for pod in inputs.pods:
+        if pod.owner_kind and selector.matches(pod.labels):
+            owners[pod.name] = (pod.owner_kind, pod.owner_name)
+    return owners
+
+
+def owners_to_read(inputs: Inputs, memory: Memory) -> frozenset[Owner]:
+    """The pod owners the shell should read before ``step`` (to judge departures)."""
+    owners = _owners(inputs, memory)
+    wanted: set[Owner] = set()
+    for member in _absent(inputs, memory):
+        if member in memory.permanent:
+            continue
+        kind, name = owners.get(member, ("", ""))
+        if kind in liveness.PERMANENT_OWNER_KINDS and name:
+            wanted.add((kind, name))
+    return frozenset(wanted)
+
+
+def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
+    """Decide one round (see the module docstring)."""
+    caches = caches if caches is not None else Caches()
+    group = inputs.group
+    previous = memory.state
+    found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
+                                     last_good=memory.good_reports, now_ms=now_ms)
+    leased = {lease.member for lease in inputs.leases}
+    good = {m: r for m, r in memory.good_reports.items() if m in leased}
+    good.update(found.reports)
+    owners = _owners(inputs, memory)
+    permanent = _permanent(inputs, memory, found.members, owners)
+    wanted_restarts = restarts.requested(inputs.connectors, done=memory.restarts_done,
+                                         pending=memory.restarts_pending)
+    snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
+                          departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
+                                                if p),
+                          restarts=(r for _, rs in wanted_restarts.values() for r in rs))
+    due = previous.delay is not None and previous.delay.deadline_ms <= now_ms
+    key = (snap, group.generation, found.issues, len(found.pods),
+           tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart)
+                        for c in inputs.connectors)))
+    if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
+        quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
+                                    permanent=permanent)
+        return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms))
+    configured = caches.configured_of(snap)
+    plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured,
+                         cache=caches.assignor)
+    out = events.Recorder(memory.reported)
+    for member, how in sorted(inputs.edits.items()):
+        name = views.configmap_name(member)
+        if how == "deleted":
+            out.once("ConfigMapDeleted", member, f"ConfigMap {name} was deleted; rewriting it",
+                     member=member)
+        else:
+            out.forget("ConfigMapEdited", member)
+            out.once("ConfigMapEdited", member,
+                     f"ConfigMap {name} was changed by someone else; rewriting it",
+                     member=member)
+    problems = _problems(out, found=found, snap=snap, configured=configured,
+                         given=memory.given, caches=caches)
+    decision = _Decision(
+        inputs=inputs, memory=memory, now_ms=now_ms, key=key, found=found, snap=snap, plan=plan,
+        restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
+        problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
+        pod_owners=owners, permanent=permanent, good_reports=good,
+    )
+    return _finish(decision, frozenset(), retry_ms=0)
+
+
+def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
+               owners: Mapping[str, Owner]) -> dict[str, bool]:
+    """Absent members judged so far: known-permanent departures are True."""
+    judged: dict[str, bool] = {}
+    for member in _absent(inputs, memory):
+        if member in members:
+            continue
+        if member in memory.permanent:
+            judged[member] = memory.permanent[member]
+            continue
+        kind, name = owners.get(member, ("", ""))
+        facts = OwnerFacts(exists=True)
+        if kind in liveness.PERMANENT_OWNER_KINDS:
+            read = inputs.owners.get((kind, name))
+            if read is None:
+                continue  # Not read (or the read failed): judge it next round.
+            facts = read
+        judged[member] = liveness.permanently_departed(
+            pod_name=member, owner_kind=kind, owner_name=name, owner_exists=facts.exists,
+            replicas=facts.replicas)
+    return judged
+
+
+def _problems(out: events.Recorder, *, found: snapshot.Members, snap: model.Snapshot,
+              configured: model.ConnectorsAndTasks,
+              given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]],
+              caches: Caches) -> tuple[tuple[str, str], ...]:
+    problems: list[tuple[str, str]] = []
+    for issue in found.issues:
+        problems.append((issue.reason, issue.message))
+        out.once(issue.reason, f"{issue.member}:{issue.message}", issue.message,
+                 member=issue.member)
+    for member_id, member in snap.members.items():
+        known = given.get(member_id)
+        mine = known[1] if known and known[0] == member.incarnation else model.EMPTY
+        cached = caches.claims.get(member_id)
+        if cached is not None and cached[0] is member.owned and cached[1] is mine \
+                and cached[2] is configured:
+            claims = cached[3]  # Same objects as last round: 1,000 set operations saved.
+        else:
+            claims = snapshot.unknown_claims(member, given=mine, configured=configured)
+            caches.claims[member_id] = (member.owned, mine, configured, claims)
+        if claims:
+            message = (f"{member_id} reports running {status.describe(claims)} it was never "
+                       f"given ({', '.join(claims.sorted()[:5])}); they are revoked")
+            problems.append(("UnknownClaim", message))
+            out.once("UnknownClaim", f"{member_id}/{member.incarnation}", message,
+                     member=member_id)
+    for member_id in [m for m in caches.claims if m not in snap.members]:
+        del caches.claims[member_id]
+    if not found.pods:
+        out.once("SelectorMatchesNoPods", "", "spec.selector matches no pod in this namespace")
+    else:
+        out.forget("SelectorMatchesNoPods", "")
+    return tuple(problems)
+
+
+def _wake(plan: model.Plan, expiry_ms: int | None, retry_at_ms: int | None = None
+          ) -> int | None:
+    times = [t for t in (plan.next_round_at_ms, expiry_ms, retry_at_ms) if t is not None]
+    return min(times) if times else None
+
+
+def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
+    """The writes, status, Events and next memory of a decided round."""
+    inputs, memory, plan, snap, group = d.inputs, d.memory, d.plan, d.snap, d.inputs.group
+    previous = memory.state
+    to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members}
+    _, states = snapshot.wanted(inputs.connectors)
+    configs = {c.name: c.config for c in inputs.connectors}
+    writes = tuple(state.assignment_message(
+        group=group.name, member=member, plan=plan.members[member], protocol=plan.protocol,
+        policy=str(group.settings.policy), delay_ms=plan.delay_ms, leader=inputs.leader,
+        epochs=plan.state.epochs, configs=configs, states=states,
+        incarnation=plan.state.incarnations.get(member, ""),
+    ) for member in sorted(to_write))
+    new_state = state.merge_partial(previous, plan.state, failed)
+    pending_restarts, done, restarted = restarts.written(
+        d.restarts, done=memory.restarts_done, plan=plan, failed=failed, now_ms=d.now_ms,
+        present={c.name for c in inputs.connectors})
+    pending = tuple(m for m, mp in plan.members.items()
+                    if snap.members[m].generation < mp.generation)
+    facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=d.now_ms,
+                              pods_matched=len(d.found.pods), problems=d.problems,
+                              pending=pending)
+    gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
+    kept = frozenset(ids.WorkerId(m) for m in (*plan.members, *new_state.lost))
+    owners = {m: o for m, o in d.pod_owners.items()
+              if m in kept or m in new_state.assignments or m in d.found.pods}
+    given = {}
+    for member, (incarnation, resources) in memory.given.items():
+        if member in plan.members:
+            given[member] = (incarnation, resources)
+    for message in writes:
+        member = ids.WorkerId(message.member)
+        if member in failed:
+            continue
+        known = given.get(member)
+        had = known[1] if known is not None and known[0] == message.incarnation else model.EMPTY
+        given[member] = (message.incarnation,
+                         had.union(message.assigned).union(message.revoked))
+    out = events.Recorder(d.recorder_entries)
+    by_name = {c.name: c for c in inputs.connectors}
+    for name in restarted:
+        connector = by_name[name]
+        count = 0 if connector.state == "stopped" else connector.tasks_max
+        record = done[name]
+        out.event("ConnectorRestarted",
+                  f"kooper.dev/restart={record['observed']!r}: the instance and {count} "
+                  f"task(s) restart in place with new epochs (generation "
+                  f"{record['rebalanceGeneration']})", connector=name)
+    events.round_events(out, previous=previous, plan=plan, snap=snap)
+    alive = {*plan.members, *new_state.assignments, *new_state.lost, *d.found.pods,
+             *(lease.member for lease in inputs.leases)}
+    next_memory = Memory(
+        state=new_state, good_reports=d.good_reports, given=given, pod_owners=owners,
+        permanent=d.permanent,
+        configmaps=frozenset(memory.configmaps.union(
+            ids.WorkerId(w.member) for w in writes if w.member not in failed
+        ).difference(gone)),
+        restarts_done=done, restarts_pending=pending_restarts,
+        reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
+    )
+    return Step(
+        memory=next_memory,
+        wake_at_ms=_wake(plan, d.found.next_expiry_ms, d.now_ms + retry_ms if failed else None),
+        plan=plan, snapshot=snap, previous=previous,
+        configmap_writes=writes,
+        status=GroupStatus(facts=facts, state=new_state, owners=owners,
+                           generation=group.generation),
+        deletes=tuple(ids.WorkerId(m) for m in gone),
+        events=(*d.early_events, *out.events),
+        metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
+                        connector_restarts=len(restarted)),
+        connectors=Connectors(plan=plan, snapshot=snap, connectors=inputs.connectors,
+                              restarts=done, dirty=frozenset(restarted),
+                              settled=not pending),
+        failures=failed, decision=d,
+    )

@@ -1,0 +1,133 @@
+"""Connector statuses, patched off the round's critical path (latest wins).
+
+A burst of rounds patches each Connector once: the statuses wait
+``connector_status_delay_s`` after a round (so a placement and the members' reports
+that follow it land in one patch) and keep waiting, up to
+``connector_status_max_wait_s``, while members have not applied their latest document.
+The statuses themselves are computed by ``control.status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kooper.control import placement, status, step
+from kooper.shell import kube
+
+logger = logging.getLogger("kooper.shell")
+
+
+class ConnectorStatuses:
+    """One group's Connector statuses: what was patched, and the queue of the next patch."""
+
+    def __init__(self, client: kube.Client, namespace: str, *, delay_s: float,
+                 max_wait_s: float, retry_s: float) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.delay_s = delay_s
+        self.max_wait_s = max_wait_s
+        self.retry_s = retry_s
+        self.patched: dict[str, dict[str, Any]] = {}
+        self._generations: dict[str, int] = {}
+        self._holders = placement.Placement()
+        """Where each resource is assigned, as of the last Connector statuses."""
+        self._owned = placement.Placement()
+        """Who reports running each resource, as of the last Connector statuses."""
+        self._dirty: set[str] = set()
+        self._wanted: step.Connectors | None = None
+        self._now_ms = 0
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether statuses are queued or being patched."""
+        return self.task is not None and not self.task.done()
+
+    def queue(self, work: step.Connectors, now_ms: int) -> None:
+        """Patch these statuses soon (replacing whatever was queued)."""
+        self._dirty |= work.dirty
+        self._wanted = work
+        self._now_ms = now_ms
+        if not self.busy:
+            self.task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def _loop(self) -> None:
+        since = time.monotonic()
+        while True:
+            await asyncio.sleep(self.delay_s)
+            wanted = self._wanted
+            if wanted is None:
+                return
+            if not wanted.settled and time.monotonic() - since < self.max_wait_s:
+                continue  # Members are still applying: one patch once they reported.
+            self._wanted = None
+            since = time.monotonic()
+            try:
+                ok = await self._patch(wanted, self._now_ms)
+            except Exception:
+                logger.exception("%s: Connector statuses failed", self.namespace)
+                ok = False
+            if not ok:
+                # Retry what failed (a restart's ``observed`` must land) unless a newer
+                # round already queued its own statuses.
+                await asyncio.sleep(self.retry_s)
+                if self._wanted is None:
+                    self._wanted = wanted
+
+    async def _patch(self, work: step.Connectors, now_ms: int) -> bool:
+        """Patch the statuses that changed; False when some patch failed."""
+        # Only connectors with a resource whose holder or runner changed, or whose spec
+        # changed, are recomputed: 100,000 task entries per round would be wasted work.
+        dirty, self._dirty = self._dirty, set()
+        dirty |= self._holders.update(
+            {member: part.assigned for member, part in work.plan.members.items()})
+        dirty |= self._owned.update({m: live.owned for m, live in work.snapshot.members.items()})
+        holders, owned = self._holders.where, self._owned.where
+        present = {connector.name for connector in work.connectors}
+        for name in [n for n in self.patched if n not in present]:
+            del self.patched[name]
+        for name in [n for n in self._generations if n not in present]:
+            del self._generations[name]
+        patches = []
+        for number, connector in enumerate(work.connectors):
+            if number % 100 == 99:
+                await asyncio.sleep(0)  # 1,000 Connectors: let rounds run meanwhile
+            seen = self._generations.get(connector.name)
+            if connector.name not in dirty and seen == connector.generation and \
+                    connector.name in self.patched:
+                continue
+            self._generations[connector.name] = connector.generation
+            base = self.patched.get(connector.name) or connector.status
+            restart = work.restarts.get(connector.name) or base.get("restart")
+            wanted = status.connector_status(
+                connector, holders=holders, owned=owned, epochs=work.plan.state.epochs,
+                group_exists=True, restart=restart if isinstance(restart, Mapping) else None)
+            settled = status.settle_connector_status(wanted, previous=base,
+                                                     generation=connector.generation,
+                                                     now_ms=now_ms)
+            if status.same_status(base, settled):
+                continue
+            patches.append((connector.name, status.merge_patch(base, settled), settled))
+
+        failed: set[str] = set()
+
+        async def patch(name: str, body: dict[str, Any], settled: dict[str, Any]) -> None:
+            try:
+                await self.client.patch_status("connectors", self.namespace, name, body)
+            except kube.NotFoundError:
+                self.patched.pop(name, None)  # Deleted meanwhile: nothing to retry.
+                return
+            except kube.KubeError as exc:
+                logger.warning("%s: Connector %s status: %s", self.namespace, name, exc)
+                self.patched.pop(name, None)
+                failed.add(name)
+                return
+            self.patched[name] = settled
+
+        await asyncio.gather(*(patch(*item) for item in patches))
+        self._dirty.update(failed)
+        return not failed
