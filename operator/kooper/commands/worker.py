@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--events-file", help="also append event JSON lines to this file")
     parser.add_argument(
-        "--health-port", type=int, default=0, help="serve /healthz and /readyz here (0: off)"
+        "--health-port", type=int, default=0,
+        help="serve /healthz, /readyz and /metrics here (0: off)",
     )
     parser.add_argument(
         "--run", default=os.environ.get("KOOPER_RUN", ""), help="run id for the event log"
