@@ -20,7 +20,7 @@ import kopf
 
 from kooper.control import views
 from kooper.core import errors
-from kooper.shell import controller, kube, metrics, settings
+from kooper.shell import controller, credentials, kube, metrics, settings
 
 _serving_metrics: set[int] = set()
 
@@ -36,8 +36,8 @@ def connection_for(config: settings.Config, kopf_settings: Any) -> kube.Connecti
     """API connection details: ``KOOPER_KUBE_API``, else in-cluster, else kubeconfig."""
     if config.kube_api:
         return kube.Connection(server=config.kube_api, insecure=True)
-    info = kopf.login_with_service_account(settings=kopf_settings) or \
-        kopf.login_with_kubeconfig(settings=kopf_settings)
+    info = credentials.connection_info(kopf_settings, kubeconfig=config.kubeconfig,
+                                 context=config.context)
     if info is None:
         raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
                                  "no kubeconfig, and KOOPER_KUBE_API is not set")
@@ -83,8 +83,8 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
             config = _shell(memo).config
             if config.kube_api:
                 return kopf.ConnectionInfo(server=config.kube_api, insecure=True)
-            return kopf.login_with_service_account(settings=settings) or \
-                kopf.login_with_kubeconfig(settings=settings)
+            return credentials.connection_info(settings, kubeconfig=config.kubeconfig,
+                                         context=config.context)
 
     @kopf.on.probe(registry=registry, id="groups")
     def probe_groups(memo: Any, **_: Any) -> dict[str, Any]:

@@ -22,12 +22,16 @@ class Config:
 
     kube_api: str | None = None
     """Talk to this URL without credentials (``KOOPER_KUBE_API``); else kubeconfig/in-cluster."""
+    kubeconfig: str | None = None
+    """Read credentials from this kubeconfig (``--kubeconfig``); else the usual search."""
+    context: str | None = None
+    """Use this kubeconfig context (``--context``); else the current one."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to serve (kopf patterns); empty: cluster-wide."""
     metrics_port: int = 0
     """Serve Prometheus ``/metrics`` on this port (0: off)."""
     health_port: int = 0
-    """Serve kopf's liveness/readiness endpoint ``/healthz`` on this port (0: off)."""
+    """Serve ``/healthz`` (liveness) and ``/readyz`` (readiness) on this port (0: off)."""
     audit_log: str | None = None
     """Append the audit log (JSON lines) to this file; it always goes to the log too."""
     identity: str = dataclasses.field(default_factory=default_identity)

@@ -1,0 +1,129 @@
+"""Credentials: --kubeconfig/--context, else the in-cluster service account, else kubeconfig.
+
+kopf's own ``login_with_kubeconfig`` reads only the current context and lets a
+broken file escape as a YAML or ``KeyError`` traceback; this reader takes a
+context by name and turns every problem into one ``KooperError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import kopf
+import yaml
+
+from kooper.core import errors
+
+
+class KubeconfigError(errors.KooperError):
+    """A kubeconfig file is missing, unreadable, or lacks what the context needs."""
+
+
+def kubeconfig_paths(explicit: str | None = None) -> list[str]:
+    """``--kubeconfig``, else ``$KUBECONFIG`` (a path list), else ``~/.kube/config`` if present."""
+    text = explicit or os.environ.get("KUBECONFIG", "")
+    if not text:
+        default = os.path.expanduser("~/.kube/config")
+        return [default] if os.path.exists(default) else []
+    return [os.path.expanduser(p.strip()) for p in text.split(os.pathsep) if p.strip()]
+
+
+def _load(path: str) -> Mapping[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except OSError as exc:
+        raise KubeconfigError(f"kubeconfig {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise KubeconfigError(f"kubeconfig {path}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "parse error"
+        raise KubeconfigError(f"kubeconfig {path}: not valid YAML{where}: {problem}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KubeconfigError(f"kubeconfig {path}: expected a mapping, got "
+                              f"{type(document).__name__}")
+    return document
+
+
+def _named(document: Mapping[str, Any], key: str, path: str) -> dict[str, dict[str, Any]]:
+    items = document.get(key) or []
+    if not isinstance(items, list):
+        raise KubeconfigError(f"kubeconfig {path}: {key} must be a list")
+    named: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise KubeconfigError(f"kubeconfig {path}: every entry of {key} needs a name")
+        body = item.get(key.rstrip("s")) or {}
+        if not isinstance(body, dict):
+            raise KubeconfigError(f"kubeconfig {path}: {key} {item['name']!r} is not a mapping")
+        named[item["name"]] = body
+    return named
+
+
+def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> kopf.ConnectionInfo:
+    """The connection of ``context`` (default: the current one) in the merged ``paths``.
+
+    Merged the way kubectl does: the first file that names a context, cluster or user
+    wins, and the first ``current-context`` wins.
+    """
+    if not paths:
+        raise KubeconfigError("no kubeconfig: no --kubeconfig, $KUBECONFIG or ~/.kube/config")
+    current: str | None = None
+    contexts: dict[str, dict[str, Any]] = {}
+    clusters: dict[str, dict[str, Any]] = {}
+    users: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        document = _load(path)
+        if current is None and isinstance(document.get("current-context"), str):
+            current = str(document["current-context"]) or None
+        for target, key in ((contexts, "contexts"), (clusters, "clusters"), (users, "users")):
+            for entry, body in _named(document, key, path).items():
+                target.setdefault(entry, body)
+    files = ", ".join(paths)
+    name = context or current
+    if name is None:
+        raise KubeconfigError(f"kubeconfig {files}: no current-context; pass --context "
+                              f"(contexts: {', '.join(sorted(contexts)) or 'none'})")
+    if name not in contexts:
+        raise KubeconfigError(f"kubeconfig {files}: no context {name!r} (contexts: "
+                              f"{', '.join(sorted(contexts)) or 'none'})")
+    chosen = contexts[name]
+    cluster = clusters.get(str(chosen.get("cluster")))
+    if cluster is None or not cluster.get("server"):
+        raise KubeconfigError(f"kubeconfig {files}: context {name!r} names no cluster with "
+                              f"a server")
+    user = users.get(str(chosen.get("user")), {})
+    token = user.get("token") or (
+        (user.get("auth-provider") or {}).get("config") or {}).get("access-token")
+    return kopf.ConnectionInfo(
+        server=cluster["server"],
+        ca_path=cluster.get("certificate-authority"),
+        ca_data=cluster.get("certificate-authority-data"),
+        insecure=cluster.get("insecure-skip-tls-verify"),
+        certificate_path=user.get("client-certificate"),
+        certificate_data=user.get("client-certificate-data"),
+        private_key_path=user.get("client-key"),
+        private_key_data=user.get("client-key-data"),
+        username=user.get("username"),
+        password=user.get("password"),
+        token=token,
+        default_namespace=chosen.get("namespace"),
+    )
+
+
+def connection_info(kopf_settings: Any, *, kubeconfig: str | None = None,
+                    context: str | None = None) -> kopf.ConnectionInfo | None:
+    """``kubeconfig``/``context`` if given; else the service account; else kubeconfig; else None."""
+    if kubeconfig or context:
+        return from_kubeconfig(kubeconfig_paths(kubeconfig), context)
+    in_cluster = kopf.login_with_service_account(settings=kopf_settings)
+    if in_cluster is not None:
+        return in_cluster
+    paths = kubeconfig_paths()
+    return from_kubeconfig(paths) if paths else None
