@@ -33,8 +33,11 @@ def test_short_demo_converges_without_overlaps_and_cooperative_pauses_less(
     # eager's (a stop and a start per round) even on a loaded machine.
     assert cli.main(["demo", "--short", "--restart", "1", "--out", str(tmp_path),
                      "--runs", "compatible-kooper,eager-kooper"]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "total pause" in printed
+    assert "kooper demo: 3 pods" in captured.err  # progress on stderr, results on stdout
+    assert "kooper demo:" not in printed
     assert statuses == [0, 0]
     assert "workers-0" in printed  # a member row of `kooper status`
     for result in results:

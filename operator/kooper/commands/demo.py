@@ -12,6 +12,7 @@ import dataclasses
 import pathlib
 import time
 
+from kooper.commands import options
 from kooper.core import errors, model
 from kooper.demo import cluster, drill, plot
 
@@ -49,17 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--pods", type=int, default=None, metavar="N",
+    parser.add_argument("--pods", type=options.int_at_least(1), default=None, metavar="N",
                         help="worker pods in the StatefulSet (default 6; 3 with --short)")
     parser.add_argument("--short", action="store_true",
                         help="a smaller, faster drill for CI: 3 pods, 2 connectors (4 + 4 tasks), "
                              "10 s delay, 2 s restarts")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("out"), metavar="DIR",
-                        help="where event logs, process logs and the plot go (default out/)")
-    parser.add_argument("--max-delay", type=int, default=None, metavar="SECONDS",
+                        help="where event logs, process logs and the plot go (default out/; "
+                             "created if its parent folder exists)")
+    parser.add_argument("--max-delay", type=options.int_at_least(0), default=None,
+                        metavar="SECONDS",
                         help="scheduledRebalanceMaxDelay (default 20; 10 with --short; "
                              "300 in a real cluster)")
-    parser.add_argument("--restart", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--restart", type=options.non_negative_float, default=None,
+                        metavar="SECONDS",
                         help="time between a pod's deletion and its replacement's start "
                              "(image pull, scheduling; default 2.5; 2 with --short)")
     parser.add_argument("--keep", action="store_true",
@@ -72,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="LIST",
                         help="comma-separated <protocol>-<policy> runs, in order "
                              "(default: %(default)s)")
+    options.add_output(parser)
 
 
 def parse_runs(text: str) -> list[tuple[str, str]]:
@@ -93,16 +98,11 @@ def parse_runs(text: str) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the drills, print the table, write the plot."""
+    """Run the drills, print the table, write the plot; progress goes to stderr."""
     base = drill.Settings()
     if args.short:
         base = dataclasses.replace(base, pods=3, max_delay_s=10, restart_s=2.0,
                                    connectors=(("orders-source", 4), ("payments-source", 4)))
-    if args.pods is not None and args.pods < 1:
-        raise errors.KooperError("--pods must be at least 1")
-    if (args.max_delay is not None and args.max_delay < 0) or (
-            args.restart is not None and args.restart < 0):
-        raise errors.KooperError("--max-delay and --restart must not be negative")
     settings = dataclasses.replace(
         base,
         pods=base.pods if args.pods is None else args.pods,
@@ -112,47 +112,82 @@ def run(args: argparse.Namespace) -> int:
     descriptions = {f"{p}-{q}": d for p, q, d in drill.RUNS}
     wanted = parse_runs(args.runs)
     out: pathlib.Path = args.out
+    if not out.is_dir() and not out.parent.is_dir():
+        raise errors.KooperError(f"--out {out}: its folder {out.parent} does not exist "
+                                 f"(create it first)")
+    if out.exists() and not out.is_dir():
+        raise errors.KooperError(f"--out {out}: is a file, expected a folder")
     tasks = " + ".join(str(t) for _, t in settings.connectors)
-    print(f"kooper demo: {settings.pods} pods, {len(settings.connectors)} connectors "
-          f"({tasks} tasks, {settings.resources} resources with the connector instances)")
-    print(f"  short timings for a demo: scheduledRebalanceMaxDelay {settings.max_delay_s}s, "
-          f"lease {settings.lease_s}s, restart time {settings.restart_s}s "
-          f"(defaults in a real cluster: 300s and 30s); tasks take "
-          f"{settings.start_ms}ms to start and {settings.stop_ms}ms to stop")
+    options.progress(
+        f"kooper demo: {settings.pods} pods, {len(settings.connectors)} connectors "
+        f"({tasks} tasks, {settings.resources} resources with the connector instances)")
+    options.progress(
+        f"  short timings for a demo: scheduledRebalanceMaxDelay {settings.max_delay_s} s, "
+        f"lease {settings.lease_s} s, restart time {settings.restart_s} s "
+        f"(defaults in a real cluster: 300 s and 30 s); tasks take "
+        f"{settings.start_ms / 1000} s to start and {settings.stop_ms / 1000} s to stop")
+    options.progress(f"  runs: {', '.join(f'{p}-{q}' for p, q in wanted)} "
+                     f"(about a minute each on 2 cores)")
     started = time.monotonic()
     if args.keep or args.sequential or len(wanted) == 1:
         # --keep waits for Ctrl-C, which only the main thread receives.
-        results = [drill.run_one(settings, protocol=protocol, policy=policy, out=out,
-                                 converged=_hold if args.keep and number == len(wanted)
-                                 else None)
-                   for number, (protocol, policy) in enumerate(wanted, start=1)]
+        results = []
+        for number, (protocol, policy) in enumerate(wanted, start=1):
+            results.append(drill.run_one(
+                settings, protocol=protocol, policy=policy, out=out,
+                converged=_hold if args.keep and number == len(wanted) else None))
+            options.progress(f"  {protocol}-{policy}: done "
+                             f"({time.monotonic() - started:.0f} s)")
     else:
         with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
-            futures = [pool.submit(drill.run_one, settings, protocol=protocol, policy=policy,
-                                   out=out)
-                       for protocol, policy in wanted]
+            futures = {pool.submit(drill.run_one, settings, protocol=protocol, policy=policy,
+                                   out=out): f"{protocol}-{policy}"
+                       for protocol, policy in wanted}
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+                options.progress(f"  {futures[future]}: done "
+                                 f"({time.monotonic() - started:.0f} s)")
             results = [future.result() for future in futures]
-    print()
-    print(drill.format_table(results))
-    for r in results:
-        if r.name in descriptions:
-            print(f"  {r.name}: {descriptions[r.name]}")
     png = plot.plot_runs([(r.name, r.rows, r.start_ms, r.end_ms) for r in results],
                          out / "demo-running.png", total=settings.resources)
-    print()
-    print(f"plot: {png}; event logs: {', '.join(str(r.log_path) for r in results)}")
-    print(f"total {time.monotonic() - started:.0f}s")
+    if args.output != "table":
+        print(options.dump(document(results, png), args.output))
+    else:
+        print(drill.format_table(results))
+        for r in results:
+            if r.name in descriptions:
+                print(f"  {r.name}: {descriptions[r.name]}")
+        print()
+        print(f"plot: {png}; event logs: {', '.join(str(r.log_path) for r in results)}")
+    options.progress(f"total {time.monotonic() - started:.0f} s")
     return 0
+
+
+def document(results: list[drill.RunResult], png: pathlib.Path) -> dict[str, object]:
+    """What ``-o json|yaml`` prints: each run's window metrics, exact, and the files."""
+    return {
+        "runs": [{
+            "run": r.name,
+            "protocol": r.protocol,
+            "policy": r.policy,
+            "window_start_ms": r.start_ms,
+            "window_end_ms": r.end_ms,
+            "resources": r.resources,
+            "metrics": options.exact(dataclasses.asdict(r.metrics)),
+            "event_log": str(r.log_path),
+        } for r in results],
+        "plot": str(png),
+    }
 
 
 def _hold(embedded: cluster.EmbeddedCluster) -> None:
     """Keep the converged cluster up until Ctrl-C, for ``kooper status``."""
-    print(f"\ncluster kept up; in another shell:\n"
-          f"  KOOPER_KUBE_API={embedded.url} kooper status {drill.GROUP}\n"
-          f"Ctrl-C to finish the demo")
+    options.progress(f"\ncluster kept up; in another shell:\n"
+                     f"  KOOPER_KUBE_API={embedded.url} kooper status {drill.GROUP}\n"
+                     f"Ctrl-C to finish the demo")
     try:
         while True:
             embedded.check_operator()
             time.sleep(1)
     except KeyboardInterrupt:
-        print("finishing")
+        options.progress("finishing")

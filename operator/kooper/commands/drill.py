@@ -8,12 +8,14 @@ the slowest convergence. Exit 1 if any run violated a check.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kooper.commands import options
 from kooper.core import errors, model
 from kooper.core import events as ev
 from kooper.sim import chaos, metrics, runner, scenarios
@@ -23,26 +25,38 @@ HELP = "simulate a drill (rolling restart, chaos, ...) and write its event log"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command line."""
-    parser.add_argument("scenario", choices=(*scenarios.NAMES, "chaos"))
+    parser.add_argument("scenario", choices=(*scenarios.NAMES, "chaos"),
+                        help="what happens to the group: "
+                             + ", ".join((*scenarios.NAMES, "chaos")) + " (docs/simulator.md)")
     parser.add_argument("--sim", action="store_true",
                         help="run on the discrete-event simulator (the only mode here)")
-    parser.add_argument("--pods", type=int, default=None,
+    parser.add_argument("--pods", type=options.int_at_least(1), default=None, metavar="N",
                         help="group size (default 6; chaos: random 2-5)")
-    parser.add_argument("--connectors", type=int, default=3)
-    parser.add_argument("--tasks", type=int, default=4, help="tasks per connector")
-    parser.add_argument("--policy", choices=[p.value for p in model.Policy], default="kooper")
+    parser.add_argument("--connectors", type=options.int_at_least(0), default=3, metavar="N",
+                        help="connectors (default 3)")
+    parser.add_argument("--tasks", type=options.int_at_least(0), default=4, metavar="N",
+                        help="tasks per connector (default 4)")
+    parser.add_argument("--policy", choices=[p.value for p in model.Policy], default="kooper",
+                        help="how lost work is held and handed back (default kooper)")
     parser.add_argument("--protocol", choices=[p.value for p in model.Protocol],
-                        default="compatible")
-    parser.add_argument("--delay-ms", type=int, default=300_000,
-                        help="scheduled.rebalance.max.delay.ms")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None,
-                        help="event log: .parquet or .jsonl")
-    parser.add_argument("--runs", type=int, default=1000, help="chaos: number of runs")
+                        default="compatible",
+                        help="compatible: cooperative; eager: every round stops everything "
+                             "(default compatible)")
+    parser.add_argument("--delay-ms", type=options.int_at_least(0), default=300_000,
+                        metavar="MS",
+                        help="scheduled.rebalance.max.delay.ms (default 300000: 5 minutes)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed (chaos: of the first run; default 0)")
+    parser.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="write the event log to FILE, .parquet or .jsonl; its folder "
+                             "must exist (not with chaos)")
+    parser.add_argument("--runs", type=options.int_at_least(1), default=None, metavar="N",
+                        help="chaos only: number of runs (default 1000)")
     parser.add_argument("--sessions", action="store_true",
                         help="drive members through the real SDK session (slower)")
-    parser.add_argument("--jobs", type=int, default=0,
-                        help="chaos: worker processes (default: all CPUs)")
+    parser.add_argument("--jobs", type=options.int_at_least(1), default=None, metavar="N",
+                        help="chaos only: worker processes (default: all CPUs)")
+    options.add_output(parser)
 
 
 def _bar(label: str) -> Callable[[float], None]:
@@ -60,7 +74,6 @@ def _bar(label: str) -> Callable[[float], None]:
 
 def write_events(path: Path, rows: list[ev.Event]) -> None:
     """Write the event log as Parquet or JSON lines, chosen by the file's suffix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".jsonl":
         with path.open("w", encoding="utf-8") as handle:
             handle.writelines(ev.dump_lines(rows))
@@ -78,16 +91,29 @@ def write_events(path: Path, rows: list[ev.Event]) -> None:
         raise errors.KooperError(f"--out {path}: use a .parquet or .jsonl file")
 
 
+def check_out(path: Path) -> Path:
+    """``--out``: a .jsonl or .parquet file in a folder that exists (nothing is created)."""
+    if path.suffix not in (".jsonl", ".parquet"):
+        raise errors.KooperError(f"--out {path}: use a .parquet or .jsonl file")
+    return options.writable_file(path, "--out")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the drill or the chaos runs."""
     if not args.sim:
         raise errors.KooperError(
             "only --sim is available here; the embedded-cluster drill is `kooper demo`")
     if args.scenario == "chaos":
+        if args.out is not None:
+            raise errors.KooperError("--out: chaos writes no event log; reproduce a seed "
+                                     "with --runs 1 --seed N, or drill one scenario with --out")
         return _chaos(args)
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs)):
+        if value is not None:
+            raise errors.KooperError(f"{flag} applies to chaos only, not {args.scenario}")
+    if args.out is not None:
+        check_out(args.out)
     pods = args.pods if args.pods is not None else 6
-    if pods < 1 or args.connectors < 0 or args.tasks < 0 or args.delay_ms < 0:
-        raise errors.KooperError("--pods must be >= 1; counts and --delay-ms must be >= 0")
     config = runner.Config(
         pods=pods, connectors=args.connectors, tasks=args.tasks,
         policy=model.Policy(args.policy), protocol=model.Protocol(args.protocol),
@@ -99,12 +125,51 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     if args.out is not None:
         write_events(args.out, result.events)
-    print(metrics.table([metrics.run_metrics(result.events)]))
-    print(f"{len(result.events)} events, {result.end_ms} ms simulated in {elapsed:.2f} s"
-          + (f", written to {args.out}" if args.out else ""))
+    row = metrics.run_metrics(result.events)
+    note = idle_note(row, pods=pods, connectors=args.connectors, tasks=args.tasks)
+    if note:
+        options.progress(note)
+    if args.output != "table":
+        print(options.dump({
+            "scenario": args.scenario,
+            "pods": pods,
+            "metrics": options.exact(dataclasses.asdict(row)),
+            "events": len(result.events),
+            "simulated_ms": result.end_ms,
+            "out": None if args.out is None else str(args.out),
+            "violations": list(result.violations),
+        }, args.output))
+        return 1 if result.violations else 0
+    print(metrics_table([row]))
+    print(f"{len(result.events)} events, {options.seconds(result.end_ms)} simulated "
+          f"in {elapsed:.2f} s" + (f", written to {args.out}" if args.out else ""))
     for violation in result.violations:
         print(f"VIOLATION {violation}")
     return 1 if result.violations else 0
+
+
+def metrics_table(rows: list[metrics.RunMetrics]) -> str:
+    """The drill's metrics for people: durations in seconds."""
+    header = ("run", "protocol", "policy", "total pause", "longest pause",
+              "undisturbed pause", "moves", "overlaps", "rounds", "converge")
+    return options.table(header, [
+        (m.run, m.protocol, m.policy, options.seconds(m.total_pause_ms),
+         options.seconds(m.max_pause_ms), options.seconds(m.undisturbed_pause_ms),
+         str(m.moves), str(m.overlaps), str(m.rounds), options.seconds(m.converge_ms))
+        for m in rows
+    ], left=3)
+
+
+def idle_note(row: metrics.RunMetrics, *, pods: int, connectors: int, tasks: int) -> str | None:
+    """Why a drill reports nothing paused and nothing moved, when fewer resources than pods
+    left the pods it touched idle (None otherwise)."""
+    resources = connectors * (1 + tasks)
+    if resources >= pods or row.moves or row.total_pause_ms:
+        return None
+    enough = -(-pods // (1 + tasks))
+    return (f"note: nothing paused or moved: {resources} resources ({connectors} connectors "
+            f"x (1 + {tasks} tasks)) leave {pods - resources} of {pods} pods idle, and the "
+            f"drill touched only idle pods; for work on every pod pass --connectors {enough}")
 
 
 def _chaos_one(job: tuple[int, int | None, bool]) -> chaos.Outcome:
@@ -112,9 +177,8 @@ def _chaos_one(job: tuple[int, int | None, bool]) -> chaos.Outcome:
 
 
 def _chaos(args: argparse.Namespace) -> int:
-    if args.runs < 1:
-        raise errors.KooperError("--runs must be >= 1")
-    jobs = [(args.seed + index, args.pods, args.sessions) for index in range(args.runs)]
+    runs = 1000 if args.runs is None else args.runs
+    jobs = [(args.seed + index, args.pods, args.sessions) for index in range(runs)]
     bar = _bar("chaos")
     outcomes: list[chaos.Outcome] = []
     started = time.perf_counter()
@@ -131,11 +195,23 @@ def _chaos(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     bad = sorted((o for o in outcomes if o.violations), key=lambda o: o.seed)
     slowest = max(outcomes, key=lambda o: o.converge_ms)
+    sessions = " --sessions" if args.sessions else ""
+    if args.output != "table":
+        print(options.dump({
+            "runs": len(outcomes),
+            "first_seed": args.seed,
+            "violations": [{"seed": o.seed, "violations": list(o.violations),
+                            "reproduce": f"kooper drill chaos --sim --runs 1 --seed {o.seed}"
+                                         + sessions} for o in bad],
+            "slowest_converge_ms": slowest.converge_ms,
+            "slowest_seed": slowest.seed,
+        }, args.output))
+        return 1 if bad else 0
     print(f"runs: {len(outcomes)} in {elapsed:.1f} s ({processes} processes)")
     print(f"violations: {len(bad)}")
     for outcome in bad:
         print(f"  seed {outcome.seed}: {'; '.join(outcome.violations[:3])}")
         print(f"    reproduce: kooper drill chaos --sim --runs 1 --seed {outcome.seed}"
-              + (" --sessions" if args.sessions else ""))
-    print(f"slowest convergence: {slowest.converge_ms} ms (seed {slowest.seed})")
+              + sessions)
+    print(f"slowest convergence: {options.seconds(slowest.converge_ms)} (seed {slowest.seed})")
     return 1 if bad else 0

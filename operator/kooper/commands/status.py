@@ -1,17 +1,20 @@
 """``kooper status <group>``: a WorkerGroup's members and what each runs, as a table.
 
 Reads the WorkerGroup, its ConfigMaps (what each member may run) and the member
-Leases (what each member reports it applied), through ``KOOPER_KUBE_API`` (the
-embedded cluster), the in-cluster service account, or kubeconfig.
+Leases (what each member reports it applied), through ``--kubeconfig``/``--context``,
+else ``KOOPER_KUBE_API`` (the embedded cluster), the in-cluster service account, or
+kubeconfig's current context.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kooper.commands import options
 from kooper.core import errors, model
 from kooper.protocol import codec, messages
 
@@ -21,9 +24,21 @@ HELP = "print a worker group's members and their resources"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``kooper status``."""
     parser.add_argument("group", help="the WorkerGroup's name")
-    parser.add_argument("-n", "--namespace", default="default", help="its namespace")
+    parser.add_argument("-n", "--namespace", default="default",
+                        help="its namespace (default: default)")
     parser.add_argument("--all", action="store_true",
                         help="list every resource of every member (default: the first 8)")
+    add_cluster_arguments(parser)
+    options.add_output(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context``, shared with ``kooper run``."""
+    parser.add_argument("--kubeconfig", metavar="PATH",
+                        help="kubeconfig file(s) to read (default: $KUBECONFIG, else "
+                             "~/.kube/config; in a pod: its service account)")
+    parser.add_argument("--context", metavar="NAME",
+                        help="kubeconfig context to use (default: the current context)")
 
 
 def _summary(resources: model.ConnectorsAndTasks, limit: int | None) -> str:
@@ -46,20 +61,12 @@ def render(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
         f"{(status.get('members') or {}).get('count', 0)} members, "
         f"{status.get('connectors', 0)} connectors, {status.get('tasks', 0)} tasks, "
         f"{status.get('unassigned', 0)} unassigned"
-        + (f", delay {delay.get('remainingSeconds')}s ({delay.get('lost')} lost)"
+        + (f", delay {delay.get('remainingSeconds')} s left ({delay.get('lost')} lost)"
            if delay else ""),
         "  ".join(f"{c.get('type')}={c.get('status')} ({c.get('reason')})"
                   for c in status.get("conditions") or ()),
     ]
-    applied: dict[str, str] = {}
-    for lease in leases:
-        member = (lease.get("metadata", {}).get("labels") or {}).get("kooper.dev/member", "")
-        text = (lease.get("metadata", {}).get("annotations") or {}).get(
-            messages.REPORT_ANNOTATION)
-        try:
-            applied[member] = str(codec.decode_report(text).generation) if text else "-"
-        except errors.RemoteProtocolError:
-            applied[member] = "bad"
+    applied = {member: str(generation) for member, generation in _applied(leases).items()}
     rows = [("MEMBER", "GEN", "APPLIED", "CONN", "TASKS", "REVOKING", "RESOURCES")]
     for cm in sorted(configmaps, key=lambda c: c.get("metadata", {}).get("name", "")):
         member = (cm.get("metadata", {}).get("labels") or {}).get("kooper.dev/member", "?")
@@ -79,13 +86,77 @@ def render(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
     return "\n".join(lines)
 
 
-async def _fetch(namespace: str, name: str) -> tuple[dict[str, Any], list[dict[str, Any]],
+def document(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
+             leases: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What ``-o json|yaml`` prints (pure): the group's status and every member's resources."""
+    meta = group.get("metadata", {})
+    status = group.get("status") or {}
+    delay = status.get("delay") or {}
+    applied = _applied(leases)
+    members = []
+    for cm in sorted(configmaps, key=lambda c: c.get("metadata", {}).get("name", "")):
+        member = (cm.get("metadata", {}).get("labels") or {}).get("kooper.dev/member", "?")
+        text = (cm.get("data") or {}).get(messages.CONFIGMAP_KEY, "")
+        entry: dict[str, Any] = {"member": member, "applied_generation": applied.get(member)}
+        try:
+            doc = codec.decode_assignment(text)
+        except errors.RemoteProtocolError as exc:
+            entry["error"] = str(exc)
+        else:
+            entry.update(
+                generation=doc.generation,
+                connectors=sorted(doc.assigned.connectors, key=model.resource_sort_key),
+                tasks=sorted(doc.assigned.tasks, key=model.resource_sort_key),
+                revoking=sorted([*doc.revoked.connectors, *doc.revoked.tasks],
+                                key=model.resource_sort_key),
+            )
+        members.append(entry)
+    return {
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "generation": status.get("rebalanceGeneration", 0),
+        "protocol": status.get("protocol"),
+        "members": (status.get("members") or {}).get("count", 0),
+        "connectors": status.get("connectors", 0),
+        "tasks": status.get("tasks", 0),
+        "unassigned": status.get("unassigned", 0),
+        "delay": ({"remaining_ms": int(float(delay.get("remainingSeconds") or 0) * 1000),
+                   "lost": delay.get("lost")} if delay else None),
+        "conditions": [{"type": c.get("type"), "status": c.get("status"),
+                        "reason": c.get("reason"), "message": c.get("message")}
+                       for c in status.get("conditions") or ()],
+        "assignments": members,
+    }
+
+
+def _applied(leases: Iterable[Mapping[str, Any]]) -> dict[str, int | str]:
+    applied: dict[str, int | str] = {}
+    for lease in leases:
+        member = (lease.get("metadata", {}).get("labels") or {}).get("kooper.dev/member", "")
+        text = (lease.get("metadata", {}).get("annotations") or {}).get(
+            messages.REPORT_ANNOTATION)
+        if not text:
+            continue
+        try:
+            applied[member] = codec.decode_report(text).generation
+        except errors.RemoteProtocolError:
+            applied[member] = "bad"
+    return applied
+
+
+async def _fetch(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                      list[dict[str, Any]]]:
+    import aiohttp
     import kopf
 
     from kooper.shell import handlers, kube, settings
 
-    client = kube.Client(handlers.connection_for(settings.from_env(), kopf.OperatorSettings()))
+    namespace, name = args.namespace, args.group
+    config = settings.from_env(kubeconfig=args.kubeconfig, context=args.context)
+    if args.kubeconfig or args.context:
+        config = dataclasses.replace(config, kube_api=None)  # the flags win over the env
+    connection = handlers.connection_for(config, kopf.OperatorSettings())
+    client = kube.Client(connection)
     try:
         try:
             group = await client.read_group(namespace, name)
@@ -97,6 +168,15 @@ async def _fetch(namespace: str, name: str) -> tuple[dict[str, Any], list[dict[s
         leases = await client.list(
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
             label_selector="kooper.dev/member")
+    except kube.KubeError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, TimeoutError):
+            raise errors.KooperError(
+                f"the Kubernetes API at {connection.server} did not answer in time") from None
+        if isinstance(cause, OSError | aiohttp.ClientError):
+            raise errors.KooperError(
+                f"cannot reach the Kubernetes API at {connection.server}: {cause}") from None
+        raise
     finally:
         await client.close()
     return group, configmaps, leases
@@ -104,6 +184,9 @@ async def _fetch(namespace: str, name: str) -> tuple[dict[str, Any], list[dict[s
 
 def run(args: argparse.Namespace) -> int:
     """Print the table."""
-    group, configmaps, leases = asyncio.run(_fetch(args.namespace, args.group))
-    print(render(group, configmaps, leases, limit=None if args.all else 8))
+    group, configmaps, leases = asyncio.run(_fetch(args))
+    if args.output == "table":
+        print(render(group, configmaps, leases, limit=None if args.all else 8))
+    else:
+        print(options.dump(document(group, configmaps, leases), args.output))
     return 0

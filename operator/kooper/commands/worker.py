@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run", default=os.environ.get("KOOPER_RUN", ""), help="run id for the event log"
     )
-    parser.add_argument("--log-level", default="INFO", help="stderr log level")
+    parser.add_argument("--log-level", default="INFO", type=str.upper,
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="stderr log level (default INFO)")
 
 
 def parse_protocols(text: str) -> frozenset[model.Protocol]:

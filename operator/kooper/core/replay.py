@@ -10,7 +10,8 @@ assigned), the way Kafka's own assignor tests drive the assignor.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import enum
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kooper.core import assignor, errors, ids, model
@@ -102,18 +103,17 @@ def parse_resources(value: object, where: str) -> model.ConnectorsAndTasks:
 
 
 def _protocols(value: object, where: str) -> frozenset[model.Protocol]:
-    names = _names(value, where)
-    try:
-        return frozenset(model.Protocol(name) for name in names)
-    except ValueError as exc:
-        raise ScenarioError(f"{where}: {exc}") from exc
+    return frozenset(_enum(model.Protocol, name, where) for name in _names(value, where))
 
 
-def _enum(enum: Callable[[str], Any], value: object, where: str) -> Any:
+def _enum(kind: type[enum.StrEnum], value: object, where: str) -> Any:
+    text = _expect_type(value, str, where)
     try:
-        return enum(_expect_type(value, str, where))
-    except ValueError as exc:
-        raise ScenarioError(f"{where}: {exc}") from exc
+        return kind(text)
+    except ValueError:
+        raise ScenarioError(
+            f"{where}: {text!r} is not one of {', '.join(repr(str(m)) for m in kind)}"
+        ) from None
 
 
 # -- the virtual group ------------------------------------------------------------------

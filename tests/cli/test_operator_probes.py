@@ -1,0 +1,77 @@
+"""``kooper run`` serves /healthz (liveness) and /readyz (readiness) on the chart's port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from kooper.emulator import cluster
+from kooper.shell import controller, kube, probes, settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ready_once_the_startup_handler_built_the_context_and_live_meanwhile():
+    shell = controller.Shell(settings.Config())
+    assert probes.readiness(shell) == (False, {"started": False, "groups": 0})
+    assert probes.liveness(shell) == (True, {"groups": 0, "stopped_runners": []})
+    shell.start(kube.Connection(server="http://127.0.0.1:1"), {})
+    assert probes.readiness(shell)[0]
+    assert probes.liveness(shell)[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _get(url: str) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}") if exc.code == 503 else {}
+
+
+def _wait_ready(url: str, operator: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert operator.poll() is None, operator.communicate()[1]
+        try:
+            if _get(url)[0] == 200:
+                return
+        except (urllib.error.URLError, ConnectionError):
+            pass  # not listening yet
+        time.sleep(0.1)
+    raise AssertionError(f"{url} never answered 200")
+
+
+def test_kooper_run_answers_both_probes_and_stops_on_sigterm(tmp_path: Path):
+    port = _free_port()
+    with cluster.EmulatedCluster(crds=sorted((ROOT / "crds").glob("*.yaml"))) as emulated:
+        env = {**os.environ, "KOOPER_KUBE_API": emulated.url, "HOME": str(tmp_path)}
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "kooper", "run", "--metrics-port", "0",
+             "--health-port", str(port), "--no-gc-freeze"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_ready(f"http://127.0.0.1:{port}/readyz", operator)
+            status, body = _get(f"http://127.0.0.1:{port}/readyz")
+            assert (status, body["started"]) == (200, True)
+            status, body = _get(f"http://127.0.0.1:{port}/healthz")
+            assert (status, body["ok"]) == (200, True)
+            assert _get(f"http://127.0.0.1:{port}/nope")[0] == 404
+        finally:
+            operator.send_signal(signal.SIGTERM)
+            _, err = operator.communicate(timeout=30)
+        assert "Traceback" not in err
