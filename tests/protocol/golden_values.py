@@ -74,8 +74,31 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         protocols=frozenset({model.Protocol.EAGER}),
         generation=-1,
     ),
+    # failureCounts came later within v1 (older readers ignore it): how often each
+    # failing resource failed in this incarnation, task numbers grouped by count.
+    "v1/report_failure_counts.json": messages.Report(
+        member="workers-0",
+        incarnation="5c1e0a77",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=7,
+        owned=CAT(["A"], ["A-0", "A-1", "A-2", "B-1"]),
+        failed={"A-3": "on_assigned raised ValueError: no such topic"},
+        failure_counts={"A-3": 2, "A-4": 1, "A-5": 1, "C": 3},
+    ),
+    # Version 2, compact: task numbers as ranges ("0-2,10") or a bitmap ("~CQI": bits
+    # 0, 3 and 9), next to a plain list, which v2 still reads.
+    "v2/report_compact.json": messages.Report(
+        member="workers-0",
+        incarnation="5c1e0a77",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=12,
+        owned=CAT(["A"], ["A-0", "A-1", "A-2", "A-10", "B-0", "B-3", "B-9", "C-5"]),
+        failed={"D-7": "on_assigned raised OSError: disk full"},
+        failure_counts={**{f"D-{n}": 1 for n in range(7)}, "D-7": 4},
+    ),
     # Written by a hypothetical newer writer: extra fields everywhere, a protocol we
-    # do not know in the report. A v1 reader must accept them and ignore the extras.
+    # do not know in the report. Our highest reader must accept them and ignore the extras
+    # (the v2 files were written as that before version 2 existed; v9 keeps the point).
     "v2/assignment_extra_fields.json": messages.Assignment(
         group="connect",
         member="workers-1",
@@ -96,6 +119,8 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         owned=CAT(["B"], ["A-1", "B-0"]),
     ),
 }
+GOLDEN["v9/assignment_extra_fields.json"] = GOLDEN["v2/assignment_extra_fields.json"]
+GOLDEN["v9/report_extra_fields.json"] = GOLDEN["v2/report_extra_fields.json"]
 
 ENCODER_OUTPUT = (
     "v1/assignment_full.json",
@@ -103,5 +128,6 @@ ENCODER_OUTPUT = (
     "v1/assignment_incarnation.json",
     "v1/report_full.json",
     "v1/report_fenced.json",
+    "v1/report_failure_counts.json",
 )
 """Golden files that are byte-for-byte what the current encoder writes."""

@@ -88,4 +88,9 @@ def reports(names: st.SearchStrategy[str] = NAMES) -> st.SearchStrategy[messages
         owned=resources(names),
         failed=st.dictionaries(NAMES, ANY_TEXT, max_size=3),
         fenced=st.booleans(),
+        failure_counts=st.dictionaries(
+            st.one_of(names, st.builds(lambda n, i: f"{n}-{i}", names, st.integers(0, 10_000))),
+            st.integers(1, 1000),
+            max_size=6,
+        ),
     )

@@ -6,6 +6,7 @@ import pathlib
 import pytest
 from tests.protocol import golden_values
 
+from kooper.core import errors
 from kooper.protocol import codec, messages
 
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
@@ -52,22 +53,37 @@ def test_golden_value_survives_a_round_trip_through_the_current_version(name):
     assert _decode(name, _encode(value)) == value
 
 
-def test_a_v1_reader_accepts_a_newer_document_and_ignores_unknown_fields():
-    text = (GOLDEN_DIR / "v2/assignment_extra_fields.json").read_text()
-    assert max(codec.DECODERS) < 2  # the point: no v2 decoder exists
+def test_our_highest_reader_accepts_a_newer_document_and_ignores_unknown_fields():
+    text = (GOLDEN_DIR / "v9/assignment_extra_fields.json").read_text()
+    assert max(codec.DECODERS) < 9  # the point: no v9 decoder exists
     decoded = codec.decode_assignment(text)
     assert decoded.generation == 12
     assert "B-2" in decoded.assigned
 
 
 def test_a_newer_report_advertising_an_unknown_protocol_keeps_the_known_ones():
-    decoded = codec.decode_report((GOLDEN_DIR / "v2/report_extra_fields.json").read_text())
+    decoded = codec.decode_report((GOLDEN_DIR / "v9/report_extra_fields.json").read_text())
     assert {str(p) for p in decoded.protocols} == {"eager", "compatible"}
 
 
-def test_encoder_always_writes_the_current_version():
-    text = _encode(golden_values.GOLDEN["v1/report_full.json"])
-    assert f'"version":{codec.CURRENT_VERSION}' in text
+def test_every_version_written_has_a_golden_vector():
+    versions = {int(path.parent.name[1:]) for path in GOLDEN_DIR.rglob("*.json")}
+    assert set(codec.known_versions()) <= versions
+
+
+def test_a_v1_reader_refuses_compact_task_numbers_instead_of_misreading_them():
+    # A compact report stamped v1 is malformed: the v1 row reads task lists only. So an
+    # old operator keeps the last report it could read instead of seeing "owns nothing".
+    text = (
+        (GOLDEN_DIR / "v2/report_compact.json").read_text().replace('"version": 2', '"version": 1')
+    )
+    with pytest.raises(errors.RemoteProtocolError, match=r"owned.tasks\['A'\]: expected a list"):
+        codec.decode_report(text)
+
+
+def test_assignments_are_written_at_version_1_and_reports_that_fit_too():
+    for name in golden_values.ENCODER_OUTPUT:
+        assert '"version":1' in _encode(golden_values.GOLDEN[name])
 
 
 def test_assignments_written_before_the_incarnation_key_decode_to_any_incarnation():

@@ -56,7 +56,7 @@ def test_encoding_is_deterministic_and_compact(assignment):
     text = codec.encode_assignment(assignment)
     assert codec.encode_assignment(codec.decode_assignment(text)) == text
     assert json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True) == text
-    assert json.loads(text)["version"] == codec.CURRENT_VERSION
+    assert json.loads(text)["version"] == codec.ASSIGNMENT_VERSION
 
 
 def test_task_numbers_travel_as_integers_per_connector_in_numeric_order():

@@ -5,7 +5,9 @@ plain construction (build the document, ``json.dumps`` it compact with sorted ke
 written here independently of the codec, on random and awkward messages.
 """
 
+import base64
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -68,19 +70,67 @@ def reference_assignment(assignment: messages.Assignment) -> str:
     return _dumps(document)
 
 
-def reference_report(report: messages.Report) -> str:
-    return _dumps(
-        {
-            "version": 1,
-            "member": report.member,
-            "incarnation": report.incarnation,
-            "protocols": sorted(str(protocol) for protocol in report.protocols),
-            "generation": report.generation,
-            "owned": _resources(report.owned),
-            "failed": dict(report.failed),
-            "fenced": report.fenced,
-        }
-    )
+def _ranges(numbers):
+    runs = []
+    for number in sorted(numbers):
+        if runs and runs[-1][1] == number - 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _bitmap(numbers):
+    value = sum(1 << number for number in set(numbers))
+    data = value.to_bytes(max(numbers) // 8 + 1, "little")
+    return "~" + base64.b64encode(data).decode().rstrip("=")
+
+
+def compact_set(numbers):
+    """The shorter of ranges and bitmap (ranges on a tie)."""
+    ranges, bitmap = _ranges(numbers), _bitmap(numbers)
+    return bitmap if len(bitmap) < len(ranges) else ranges
+
+
+def _is_task(resource):
+    connector, dash, number = resource.rpartition("-")
+    return bool(dash and connector and re.fullmatch(r"0|[1-9][0-9]*", number))
+
+
+def _failure_counts(counts):
+    connectors, tasks = {}, {}
+    for resource, count in counts.items():
+        if _is_task(resource):
+            connector, _, number = resource.rpartition("-")
+            tasks.setdefault(connector, {}).setdefault(str(count), []).append(int(number))
+        else:
+            connectors[resource] = count
+    return {
+        "connectors": connectors,
+        "tasks": {
+            connector: {count: compact_set(numbers) for count, numbers in by_count.items()}
+            for connector, by_count in tasks.items()
+        },
+    }
+
+
+def reference_report(report: messages.Report, *, compact=False) -> str:
+    document = {
+        "version": 2 if compact else 1,
+        "member": report.member,
+        "incarnation": report.incarnation,
+        "protocols": sorted(str(protocol) for protocol in report.protocols),
+        "generation": report.generation,
+        "owned": _resources(report.owned),
+        "failed": dict(report.failed),
+        "fenced": report.fenced,
+    }
+    if compact:
+        owned = document["owned"]
+        owned["tasks"] = {c: compact_set(numbers) for c, numbers in owned["tasks"].items()}
+    if report.failure_counts:
+        document["failureCounts"] = _failure_counts(report.failure_counts)
+    return _dumps(document)
 
 
 @settings(strategies.UNHURRIED, max_examples=150)

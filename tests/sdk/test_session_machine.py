@@ -56,7 +56,7 @@ class SessionMachine(RuleBasedStateMachine):
         revoke=st.sets(st.sampled_from(RESOURCES)),
         eager=st.booleans(),
         epoch=st.integers(0, 2),
-        paused=st.sets(st.sampled_from(["A", "B"])),
+        paused=st.dictionaries(st.sampled_from(["A", "B"]), st.sampled_from(["paused", "stopped"])),
         incarnation=st.sampled_from(["", "x", "x", "y"]),
     )
     def assign(self, bump, chosen, revoke, eager, epoch, paused, incarnation):  # noqa: PLR0917
@@ -71,7 +71,7 @@ class SessionMachine(RuleBasedStateMachine):
             revoked=([r for r in revoked if "-" not in r], [r for r in revoked if "-" in r]),
             protocol="eager" if eager else "compatible",
             epochs={r: epoch for r in chosen},
-            states={connector: "paused" for connector in paused},
+            states=paused,
             incarnation=incarnation,
         )
         before = self.session.state
@@ -93,6 +93,8 @@ class SessionMachine(RuleBasedStateMachine):
             assert set(self.running) <= assigned.connectors | assigned.tasks
             assert not self.orphans
             starting = {a.resource for a in batch if isinstance(a, sdk_session.Start)}
+            stopped = {c for c, state in self.target.states.items() if state == "stopped"}
+            assert not {r.partition("-")[0] for r in starting} & stopped, "started a stopped one"
             assert not starting & set(self.left_running), "started while a start still runs"
         if self.session.state is member.MemberState.FENCED:
             assert all(a.lost for a in batch if isinstance(a, sdk_session.Stop))
@@ -184,9 +186,7 @@ class SessionMachine(RuleBasedStateMachine):
     def return_late(self, resource, *, started):
         action = self.left_running[resource]
         event(f"late start returns, started={started}")
-        handled = self.session.late_start_returned(
-            action, error=None if started else "late boom"
-        )
+        handled = self.session.late_start_returned(action, error=None if started else "late boom")
         if not started:
             assert handled
             del self.left_running[resource]
@@ -238,9 +238,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert self.session.report().owned.tasks == frozenset()
         if state in member.LIVE_STATES:
             states = self.target.states if self.target else {}
-            expected = {
-                r for r in self.running if states.get(r.split("-")[0]) == "paused"
-            }
+            expected = {r for r in self.running if states.get(r.split("-")[0]) == "paused"}
             assert self.paused == expected
             assert self.session.paused == expected
 

@@ -26,8 +26,9 @@ def test_worker_creates_its_lease_owned_by_its_pod_and_reports(api):
         assert first.incarnation == running.worker.incarnation
         renewed = lease["spec"]["renewTime"]
         wait_for(
-            lambda: api.get("leases", f"kooper-{POD}", namespace=NS)["spec"]["renewTime"]
-            != renewed,
+            lambda: (
+                api.get("leases", f"kooper-{POD}", namespace=NS)["spec"]["renewTime"] != renewed
+            ),
             what="a renewal",
         )
     finally:
@@ -68,9 +69,14 @@ def test_worker_ignores_a_malformed_assignment_and_keeps_serving(api):
     running = Running(api, uid=api.pod_uid)
     try:
         wait_for(lambda: report(api), what="join")
-        api.create("configmaps", {"metadata": {"name": f"kooper-{POD}"},
-                                  "data": {messages.CONFIGMAP_KEY: '{"version": 1}'}},
-                   namespace=NS)
+        api.create(
+            "configmaps",
+            {
+                "metadata": {"name": f"kooper-{POD}"},
+                "data": {messages.CONFIGMAP_KEY: '{"version": 1}'},
+            },
+            namespace=NS,
+        )
         time.sleep(0.2)
         assert report(api).generation == -1
         assign(api, 1, [], ["A-0"])
@@ -135,3 +141,47 @@ def test_a_missing_pod_is_a_clear_identity_error(api):
     )
     with pytest.raises(identity.IdentityError, match="POD_UID"):
         worker._owner_uid()
+
+
+def test_a_task_that_dies_by_itself_is_reported_failed_and_not_stopped(api):
+    running = Running(api, uid=api.pod_uid)
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, ["A"], ["A-0", "A-1"])
+        wait_for(lambda: report(api).generation == 1, what="gen 1")
+        running.worker.task_failed("A-1", RuntimeError("consumer crashed"))
+        got = wait_for(lambda: (r := report(api)) and r.failed and r, what="the failure")
+        assert got.failed == {"A-1": "RuntimeError: consumer crashed"}
+        assert got.failure_counts == {"A-1": 1}
+        assert got.owned == model.ConnectorsAndTasks.of(["A"], ["A-0"])
+        assert running.connectors.lost == []
+        assert "A-1" not in running.connectors.counted  # no on_revoked either
+    finally:
+        running.close()
+
+
+class Quiet:
+    """Callbacks that do nothing (thousands of them run in a blink)."""
+
+    def on_assigned(self, resource, config, epoch): ...
+    def on_revoked(self, resource): ...
+    def on_lost(self, resource): ...
+    def on_paused(self, resource): ...
+    def on_resumed(self, resource): ...
+    def running(self):
+        return set()
+
+
+def test_a_report_too_large_to_write_does_not_end_the_worker(api):
+    running = Running(api, uid=api.pod_uid, connectors=Quiet())
+    try:
+        wait_for(lambda: report(api), what="join")
+        # 20,000 connector instances: names do not compress, the report cannot fit.
+        assign(api, 1, [f"connector-{n:05d}" for n in range(20_000)])
+        wait_for(lambda: len(running.worker.session.owned) == 20_000, what="all started")
+        assert report(api).generation == -1  # the last report that could be written
+        assign(api, 2, ["A"])
+        wait_for(lambda: report(api).generation == 2, what="the worker goes on")
+        assert report(api).owned == model.ConnectorsAndTasks.of(["A"], [])
+    finally:
+        running.close()

@@ -10,6 +10,12 @@ Resources travel as connector names plus task numbers per connector
 (``{"connectors": ["A"], "tasks": {"A": [0, 1]}}``), not as 100,000 task-id
 strings: the documents stay small and cheap to build for large groups.
 
+Large reports are compact (report version 2): when the plain text would not fit
+``MAX_REPORT_BYTES``, each connector's task numbers become one string, a list of
+ranges (``"0-99999"``) or a bitmap (``"~CQI"``), whichever is shorter. A v1 reader
+rejects that string instead of misreading it, so an old operator keeps the last
+report it could read rather than believing the member owns nothing.
+
 Errors: anything wrong with an incoming document raises ``RemoteProtocolError``
 naming the field (``assignment.assigned.tasks['A'][1]: expected a non-negative
 integer, got -1``). Encoding a value that cannot be represented (a task id that
@@ -18,7 +24,10 @@ is not ``<connector>-<n>``) raises ``LocalProtocolError``: that is our bug.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -27,8 +36,19 @@ from typing import Any, TypedDict
 from kooper.core import errors, model
 from kooper.protocol import messages
 
-CURRENT_VERSION = 1
-"""The version every encoder writes."""
+CURRENT_VERSION = 2
+"""The highest version the encoders write. Assignments are version 1; a report is
+version 1 when its plain text fits ``MAX_REPORT_BYTES``, else version 2 (compact)."""
+
+ASSIGNMENT_VERSION = 1
+"""The version of every assignment written."""
+
+COMPACT_REPORT_VERSION = 2
+"""The version of a report whose task numbers are compact strings."""
+
+MAX_DECODED_TASKS = 1_000_000
+"""A document naming more tasks than this is refused: a few bytes of ranges
+(``"0-999999999"``) must not make the reader build a billion task ids."""
 
 _SEPARATORS = (",", ":")
 
@@ -66,8 +86,17 @@ class RawAssignment(TypedDict, total=False):
     incarnation: str
 
 
+class RawFailureCounts(TypedDict):
+    """Failure counts: per connector instance, and per connector its task sets by count."""
+
+    connectors: dict[str, int]
+    tasks: dict[str, dict[str, str]]
+
+
 class RawReport(TypedDict, total=False):
-    """The ``kooper.dev/report`` annotation, version 1 (optional keys may be absent)."""
+    """The ``kooper.dev/report`` annotation, versions 1 and 2 (optional keys may be absent).
+
+    In version 2 ``owned.tasks[connector]`` may be a compact task-number string."""
 
     version: int
     member: str
@@ -77,6 +106,7 @@ class RawReport(TypedDict, total=False):
     owned: RawResources
     failed: dict[str, str]
     fenced: bool
+    failureCounts: RawFailureCounts
 
 
 # --- encoding -----------------------------------------------------------------
@@ -210,6 +240,71 @@ def _resources_text(connectors: frozenset[str], groups: Mapping[str, _TaskGroup]
     )
 
 
+def _ranges_text(numbers: list[int]) -> str:
+    """Sorted distinct task numbers as ranges: ``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    parts: list[str] = []
+    start = previous = numbers[0]
+    for number in itertools.islice(numbers, 1, None):
+        if number != previous + 1:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = number
+        previous = number
+    parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(parts)
+
+
+def _bitmap_text(numbers: list[int]) -> str:
+    """Sorted distinct task numbers as ``~`` + unpadded base64 of a bitmap (bit n: task n)."""
+    bits = bytearray(numbers[-1] // 8 + 1)
+    for number in numbers:
+        bits[number >> 3] |= 1 << (number & 7)
+    return "~" + base64.b64encode(bytes(bits)).decode("ascii").rstrip("=")
+
+
+def _set_text(numbers: list[int]) -> str:
+    """The shorter compact form of sorted distinct task numbers (ranges or bitmap)."""
+    ranges = _ranges_text(numbers)
+    # A bitmap costs about (largest number) / 6 characters: only build it when it can win.
+    if numbers[-1] // 6 < len(ranges):
+        bitmap = _bitmap_text(numbers)
+        if len(bitmap) < len(ranges):
+            return bitmap
+    return ranges
+
+
+def _compact_resources_text(connectors: frozenset[str], groups: Mapping[str, _TaskGroup]) -> str:
+    tasks = {
+        connector: _string(_set_text(list(map(int, group.numbers.split(",")))))
+        for connector, group in groups.items()
+    }
+    return _object_text(
+        {
+            "connectors": "[" + ",".join(map(_string, sorted(connectors))) + "]",
+            "tasks": _object_text(tasks),
+        }
+    )
+
+
+def _failure_counts_text(counts: Mapping[str, int]) -> str:
+    connectors: dict[str, int] = {}
+    tasks: dict[str, dict[int, list[int]]] = {}
+    for resource, count in counts.items():
+        if type(count) is not int or count < 1:
+            raise errors.LocalProtocolError(f"failure count of {resource!r} is {count!r}")
+        if _is_task_id(resource):
+            connector, _, number = resource.rpartition("-")
+            tasks.setdefault(connector, {}).setdefault(count, []).append(int(number))
+        else:
+            connectors[resource] = count
+    task_text = {
+        connector: _object_text(
+            {str(count): _string(_set_text(sorted(numbers))) for count, numbers in by_count.items()}
+        )
+        for connector, by_count in tasks.items()
+    }
+    return _object_text({"connectors": _json(connectors), "tasks": _object_text(task_text)})
+
+
 def _epochs_text(
     assigned: model.ConnectorsAndTasks,
     groups: Mapping[str, _TaskGroup],
@@ -237,7 +332,7 @@ def encode_assignment(assignment: messages.Assignment) -> str:
     groups = _group_tasks(assigned.tasks)
     revoked = assignment.revoked
     fields = {
-        "version": _integer(CURRENT_VERSION),
+        "version": _integer(ASSIGNMENT_VERSION),
         "group": _string(assignment.group),
         "member": _string(assignment.member),
         "generation": _integer(assignment.generation),
@@ -263,23 +358,35 @@ def encode_assignment(assignment: messages.Assignment) -> str:
 
 
 def encode_report(report: messages.Report) -> str:
-    """The ``kooper.dev/report`` annotation text of ``report`` (compact, keys sorted)."""
+    """The ``kooper.dev/report`` annotation text of ``report`` (compact, keys sorted).
+
+    Version 1 when that fits ``MAX_REPORT_BYTES`` (every reader reads it), else the
+    compact version 2; ``LocalProtocolError`` if even that does not fit.
+    """
     owned = report.owned
+    groups = _group_tasks(owned.tasks)
     fields = {
-        "version": _integer(CURRENT_VERSION),
+        "version": _integer(1),
         "member": _string(report.member),
         "incarnation": _string(report.incarnation),
         "protocols": _json(sorted(str(protocol) for protocol in report.protocols)),
         "generation": _integer(report.generation),
-        "owned": _resources_text(owned.connectors, _group_tasks(owned.tasks)),
+        "owned": _resources_text(owned.connectors, groups),
         "failed": _json(dict(report.failed)),
         "fenced": _json(report.fenced),
     }
+    if report.failure_counts:
+        fields["failureCounts"] = _failure_counts_text(report.failure_counts)
+    text = _object_text(fields)
+    if len(text) <= messages.MAX_REPORT_BYTES:
+        return text
+    fields["version"] = _integer(COMPACT_REPORT_VERSION)
+    fields["owned"] = _compact_resources_text(owned.connectors, groups)
     return _within(
         _object_text(fields),
         messages.MAX_REPORT_BYTES,
         f"report of {report.member!r}",
-        f"MAX_REPORT_BYTES={messages.MAX_REPORT_BYTES}",
+        f"MAX_REPORT_BYTES={messages.MAX_REPORT_BYTES} even in the compact form",
     )
 
 
@@ -369,8 +476,48 @@ _INT_OR_NONE: frozenset[type] = frozenset({int, type(None)})
 _STR_ONLY: frozenset[type] = frozenset({str})
 
 
+def _decode_set(text: str, where: str) -> list[int]:
+    """A compact task-number string (ranges or ``~`` bitmap) as sorted distinct numbers."""
+    if text.startswith("~"):
+        payload = text[1:]
+        try:
+            bits = base64.b64decode(payload + "=" * (-len(payload) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise _fail(where, "a base64 bitmap after '~'", text) from None
+        if len(bits) * 8 > MAX_DECODED_TASKS:
+            raise _fail(where, f"at most {MAX_DECODED_TASKS} tasks", text)
+        numbers = [
+            index * 8 + bit
+            for index, byte in enumerate(bits)
+            if byte
+            for bit in range(8)
+            if byte >> bit & 1
+        ]
+        if not numbers:
+            raise _fail(where, "a bitmap with at least one task", text)
+        return numbers
+    numbers = []
+    previous = -1
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        if not (_is_number(first) and (not dash or _is_number(last))):
+            raise _fail(where, "ranges of task numbers such as '0-9,12'", text)
+        start, end = int(first), int(last) if dash else int(first)
+        if start <= previous or end < start or (dash and end == start):
+            raise _fail(where, "ascending, disjoint ranges such as '0-9,12'", text)
+        if len(numbers) + end - start >= MAX_DECODED_TASKS:
+            raise _fail(where, f"at most {MAX_DECODED_TASKS} tasks", text)
+        numbers.extend(range(start, end + 1))
+        previous = end
+    return numbers
+
+
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdigit() and (text[0] != "0" or text == "0")
+
+
 def _decode_resources(
-    value: object, where: str
+    value: object, where: str, *, compact: bool = False
 ) -> tuple[model.ConnectorsAndTasks, dict[str, list[str]]]:
     raw = _object(value, where)
     connectors = raw.get("connectors", [])
@@ -384,11 +531,17 @@ def _decode_resources(
         raise _fail(f"{where}.tasks", "an object", tasks_raw)
     groups: dict[str, list[str]] = {}
     count = 0
-    for connector, numbers in tasks_raw.items():
+    for connector, raw_numbers in tasks_raw.items():
         if not connector:
             raise _fail(f"{where}.tasks", "non-empty connector names", connector)
-        _check_numbers(numbers, f"{where}.tasks", connector)
+        if compact and type(raw_numbers) is str:
+            numbers = _decode_set(raw_numbers, f"{where}.tasks[{connector!r}]")
+        else:
+            _check_numbers(raw_numbers, f"{where}.tasks", connector)
+            numbers = raw_numbers
         ids = [f"{connector}-{number}" for number in numbers]
+        if count + len(ids) > MAX_DECODED_TASKS:
+            raise _fail(where, f"at most {MAX_DECODED_TASKS} tasks", f"{count + len(ids)} tasks")
         groups[connector] = ids
         count += len(ids)
     if not connectors and not groups:
@@ -473,7 +626,31 @@ def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
     )
 
 
-def _decode_report_v1(document: Mapping[str, Any]) -> messages.Report:
+def _decode_failure_counts(value: object, where: str) -> dict[str, int]:
+    raw = _object(value, where)
+    counts: dict[str, int] = {}
+    for name, count in _object(raw.get("connectors", _EMPTY), f"{where}.connectors").items():
+        _str(name, f"{where}.connectors", nonempty=True)
+        counts[name] = _int(count, f"{where}.connectors[{name!r}]", minimum=1)
+    for connector, by_count in _object(raw.get("tasks", _EMPTY), f"{where}.tasks").items():
+        here = f"{where}.tasks[{connector!r}]"
+        if not connector:
+            raise _fail(f"{where}.tasks", "non-empty connector names", connector)
+        for count_text, numbers in _object(by_count, here).items():
+            if not _is_number(count_text) or count_text == "0":
+                raise _fail(here, "failure counts >= 1 as keys", count_text)
+            count = int(count_text)
+            for number in _decode_set(_str(numbers, f"{here}[{count_text!r}]"), here):
+                task = f"{connector}-{number}"
+                if task in counts:
+                    raise errors.RemoteProtocolError(f"{where}: {task!r} counted twice")
+                counts[task] = count
+        if len(counts) > MAX_DECODED_TASKS:
+            raise _fail(where, f"at most {MAX_DECODED_TASKS} resources", len(counts))
+    return counts
+
+
+def _decode_report(document: Mapping[str, Any], *, compact: bool) -> messages.Report:
     where = "report"
     protocols_raw = _field(document, where, "protocols")
     if not isinstance(protocols_raw, list):
@@ -493,9 +670,12 @@ def _decode_report_v1(document: Mapping[str, Any]) -> messages.Report:
         incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
         protocols=protocols,
         generation=_int(_field(document, where, "generation"), f"{where}.generation", minimum=-1),
-        owned=_decode_resources(document.get("owned", {}), f"{where}.owned")[0],
+        owned=_decode_resources(document.get("owned", {}), f"{where}.owned", compact=compact)[0],
         failed=_str_map(document.get("failed", {}), f"{where}.failed"),
         fenced=fenced,
+        failure_counts=_decode_failure_counts(
+            document.get("failureCounts", _EMPTY), f"{where}.failureCounts"
+        ),
     )
 
 
@@ -508,9 +688,17 @@ class VersionCodec:
 
 
 DECODERS: Mapping[int, VersionCodec] = {
-    1: VersionCodec(assignment=_decode_assignment_v1, report=_decode_report_v1),
+    1: VersionCodec(
+        assignment=_decode_assignment_v1,
+        report=functools.partial(_decode_report, compact=False),
+    ),
+    # Version 2: a report's task numbers may be compact strings. Assignments did not change.
+    2: VersionCodec(
+        assignment=_decode_assignment_v1,
+        report=functools.partial(_decode_report, compact=True),
+    ),
 }
-"""Decoders by wire version. Adding version 2 means adding a row here."""
+"""Decoders by wire version. A new version means a new row here."""
 
 
 def _load(data: str | bytes, what: str, *, limit: int | None) -> tuple[Mapping[str, Any], int]:

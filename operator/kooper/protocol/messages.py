@@ -28,6 +28,13 @@ MAX_REPORT_BYTES = 256 * 1024
 MAX_ASSIGNMENT_BYTES = 1_000_000
 """An encoded assignment must fit a ConfigMap (1 MiB for all keys, with room for metadata)."""
 
+MAX_ERROR_CHARS = 256
+"""A failure's reason is cut to this many characters (``Report.failed``)."""
+
+MAX_FAILURE_REASONS = 100
+"""A report carries the reasons of at most this many failed resources (the first in
+resource order); ``Report.failure_counts`` still names every failed resource."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Assignment:
@@ -71,6 +78,10 @@ class Report:
     """The generation of the last assignment this member applied (-1: none yet)."""
     owned: model.ConnectorsAndTasks = model.EMPTY
     failed: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """Resources whose start/stop callback failed or timed out, with the reason."""
+    """Resources whose start/stop callback failed or timed out, or that crashed, with the
+    reason (at most ``MAX_FAILURE_REASONS`` of them, each at most ``MAX_ERROR_CHARS``)."""
     fenced: bool = False
     """True after the member stopped everything because it could not renew its Lease."""
+    failure_counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Every resource failing now, with how many times it failed in this incarnation
+    (>= 1). Empty from a writer that predates it (then ``failed`` is all there is)."""

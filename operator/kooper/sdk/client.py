@@ -134,6 +134,7 @@ class Worker:
         self._last_loop = clock()
         self._late_lock = threading.Lock()
         self._late: list[tuple[sdk_session.Start, str | None]] = []
+        self._crashes: list[tuple[str, str]] = []
         self._closed = False
         self.accepted_at: dict[int, float] = {}
         """Monotonic time each recent generation was accepted (latency measurements)."""
@@ -150,6 +151,19 @@ class Worker:
     def ready(self) -> bool:
         """Joined, holding a fresh Lease, not fenced."""
         return self.session.state in member.LIVE_STATES and not self.session.report().fenced
+
+    def task_failed(self, resource: str, error: str | BaseException) -> None:
+        """Report that ``resource`` died by itself (thread-safe: call it from task code).
+
+        The worker stops counting it as running (no ``on_revoked``/``on_lost`` runs for
+        it), reports it failed with ``error`` and a failure count, and starts it again
+        only with a newer generation (the operator's restart).
+        """
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        with self._late_lock:
+            self._crashes.append((resource, error))
+        self._wake.set()
 
     # --- the loop -----------------------------------------------------------------
 
@@ -291,7 +305,16 @@ class Worker:
                 self._run_callbacks(callbacks)
             for action in batch:
                 if isinstance(action, sdk_session.WriteReport):
-                    self.keeper.publish(codec.encode_report(action.report))
+                    try:
+                        text = codec.encode_report(action.report)
+                    except errors.LocalProtocolError as exc:
+                        # Never die on our own report: the Lease keeps the last one written
+                        # (what it says is still true enough for the operator's barrier:
+                        # everything added since was assigned to us). Retried next tick.
+                        logger.error("cannot write the report: %s", exc)
+                        self.session.done(action, error=str(exc))
+                        continue
+                    self.keeper.publish(text)
                     if self.session.state is member.MemberState.LEAVING:
                         # Written now, not by the keeper: the Lease is about to go.
                         self.keeper.renew(self._owner)
@@ -365,6 +388,10 @@ class Worker:
     def _take_late_returns(self) -> None:
         with self._late_lock:
             late, self._late = self._late, []
+            crashes, self._crashes = self._crashes, []
+        for resource, reason in crashes:
+            if self.session.task_failed(resource, reason):
+                logger.error("%s failed: %s", resource, reason)
         for action, error in late:
             if error is None:
                 logger.error(

@@ -33,6 +33,13 @@ Rules it enforces (docs/protocol.md has the why):
 * Pause: resources of a connector whose ``Assignment.states`` entry is
   ``paused`` stay assigned; once started, the session tells them to pause
   (``Pause``) and, when the state flips back, to resume (``Resume``).
+* Stopped: nothing of a connector whose state is ``stopped`` runs, neither its
+  instance nor its tasks, even where the document still assigns them; what runs
+  stops gracefully (``on_revoked``: it goes nowhere else).
+* Failures: a start, stop or flip that fails and a task that dies by itself
+  (``task_failed``) are reported with a reason cut to ``MAX_ERROR_CHARS`` and
+  a count of how often each resource failed in this incarnation; a failed or
+  crashed resource is started again only by a newer generation.
 * The short-circuit: a member that speaks ``compatible`` and receives an
   ``eager`` assignment that stops something treats those resources as *lost*
   (``Stop(lost=True)``: ``on_lost``, no committing), never as revoked.
@@ -67,6 +74,15 @@ Action = actions.Action
 
 PAUSED = "paused"
 """The ``Assignment.states`` value that holds a connector's resources paused."""
+
+STOPPED = "stopped"
+"""The ``Assignment.states`` value that stops a connector: its instance and its tasks."""
+
+
+def truncated(reason: str) -> str:
+    """``reason`` cut to ``messages.MAX_ERROR_CHARS`` (a report is not a log)."""
+    limit = messages.MAX_ERROR_CHARS
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,6 +123,10 @@ class Session:
         self._applied_generation = -1
         self._stop_as_lost: set[str] = set()
         self._failed: dict[str, str] = {}
+        self._failure_counts: dict[str, int] = {}
+        """How often each resource failed in this incarnation (kept after it recovers)."""
+        self._crashed: set[str] = set()
+        """Resources that died by themselves while a callback for them was running."""
         self._failed_starts: set[str] = set()
         self._in_flight: dict[int, Action] = {}
         self._zombies: dict[str, Start] = {}
@@ -151,9 +171,12 @@ class Session:
         self._failed_starts.clear()
         target: dict[str, _Wanted] = {}
         connectors = assignment.assigned.connectors
+        states = assignment.states
         for resource in (*assignment.assigned.connectors, *assignment.assigned.tasks):
             is_connector = resource in connectors
             connector = resource if is_connector else model.task_connector(resource)
+            if states and states.get(connector) == STOPPED:
+                continue  # assigned, but nothing of a stopped connector runs
             target[resource] = _Wanted(
                 epoch=assignment.epochs.get(resource, 0),
                 config=assignment.configs.get(connector, {}),
@@ -171,7 +194,12 @@ class Session:
         stopping = self._to_stop()
         # Resources still in the target only restart here (new epoch or config): a
         # graceful stop, even under the short-circuit, since they go nowhere else.
-        taken = [resource for resource in stopping if resource not in target]
+        # So do resources of a stopped connector that the document still assigns.
+        taken = [
+            resource
+            for resource in stopping
+            if resource not in target and resource not in assignment.assigned
+        ]
         short_circuit = (
             assignment.protocol is model.Protocol.EAGER
             and model.Protocol.COMPATIBLE in self.protocols
@@ -197,13 +225,37 @@ class Session:
         self._report_dirty = True
         if error is not None:
             del self._zombies[action.resource]
-            self._failed[action.resource] = f"{previous}; it then failed: {error}"
+            self._failed[action.resource] = truncated(f"{previous}; it then failed: {error}")
             return True
         if self.state in (_S.LEAVING, _S.LEFT):
             del self._zombies[action.resource]
             return False
         self._cleanup.add(action.resource)
-        self._failed[action.resource] = f"{previous}; it returned late: stopping it as lost"
+        self._failed[action.resource] = truncated(
+            f"{previous}; it returned late: stopping it as lost"
+        )
+        return True
+
+    def task_failed(self, resource: str, error: str) -> bool:
+        """Task code says ``resource`` died by itself (it runs no more): report it failed.
+
+        It is not owned any more, no stop callback runs for it, and it starts again
+        only with a newer generation. ``False`` if the member does not own it (already
+        stopped, or never started): nothing changes then.
+        """
+        if resource not in self._owned:
+            return False
+        self._record(resource, error)
+        self._report_dirty = True
+        if any(getattr(a, "resource", None) == resource for a in self._in_flight.values()):
+            # A stop or flip of it is running: that callback settles ownership, and a
+            # stop that goes well does not clear the crash.
+            self._crashed.add(resource)
+            return True
+        del self._owned[resource]
+        self._paused.discard(resource)
+        self._stop_as_lost.discard(resource)
+        self._failed_starts.add(resource)
         return True
 
     def planned_for_us(self, assignment: messages.Assignment) -> bool:
@@ -302,7 +354,7 @@ class Session:
             self._cleanup.discard(action.resource)
             self._zombies.pop(action.resource, None)
             if error is not None:
-                self._failed[action.resource] = (
+                self._failed[action.resource] = truncated(
                     f"{self._failed.get(action.resource, 'start timed out')}; "
                     f"stopping it failed too: {error}"
                 )
@@ -313,7 +365,9 @@ class Session:
             self._owned.pop(action.resource, None)
             self._paused.discard(action.resource)
             self._stop_as_lost.discard(action.resource)
-            self._record(action.resource, error)
+            if error is not None or action.resource not in self._crashed:
+                self._record(action.resource, error)
+            self._crashed.discard(action.resource)
             self._report_dirty = True
         elif isinstance(action, Start):
             if error is None:
@@ -334,7 +388,7 @@ class Session:
             else:
                 self._paused.discard(action.resource)
             if error is not None:
-                self._failed[action.resource] = error
+                self._record(action.resource, error)
                 self._report_dirty = True
         elif isinstance(action, WriteReport):
             if error is None or self.state is _S.LEAVING:
@@ -345,17 +399,28 @@ class Session:
             self._step(_I.RELEASED)
 
     def report(self) -> messages.Report:
-        """What this member would report now."""
+        """What this member would report now.
+
+        Every failing resource is counted in ``failure_counts``; the reasons of the
+        first ``MAX_FAILURE_REASONS`` (in resource order) are in ``failed``.
+        """
         connectors = [name for name, wanted in self._owned.items() if wanted.connector]
         tasks = [name for name, wanted in self._owned.items() if not wanted.connector]
+        failed = self._failed
+        if len(failed) > messages.MAX_FAILURE_REASONS:
+            first = sorted(failed, key=model.resource_sort_key)[: messages.MAX_FAILURE_REASONS]
+            failed = {resource: self._failed[resource] for resource in first}
         return messages.Report(
             member=self.member_name,
             incarnation=self.incarnation,
             protocols=self.protocols,
             generation=self._applied_generation,
             owned=model.ConnectorsAndTasks.of(connectors, tasks),
-            failed=dict(self._failed),
+            failed=dict(failed),
             fenced=self._fenced,
+            failure_counts={
+                resource: self._failure_counts.get(resource, 1) for resource in self._failed
+            },
         )
 
     @property
@@ -462,4 +527,5 @@ class Session:
         if error is None:
             self._failed.pop(resource, None)
         else:
-            self._failed[resource] = error
+            self._failed[resource] = truncated(error)
+            self._failure_counts[resource] = self._failure_counts.get(resource, 0) + 1
