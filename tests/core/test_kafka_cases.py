@@ -38,7 +38,8 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from kooper.core import assignor, ids, model, replay
+from kooper.control import replay
+from kooper.core import assignor, ids, model
 
 W = ids.WorkerId
 KOOPER = model.Policy.KOOPER

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kooper import cli
-from kooper.core import replay
+from kooper.control import replay
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 KIP415 = sorted((SCENARIOS / "kip415").glob("*.json"))

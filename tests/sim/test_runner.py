@@ -116,11 +116,11 @@ def test_sdk_sessions_get_the_planned_incarnation_and_ignore_a_document_for_anot
     pod = sim.pods[name]
     assert pod.session is not None
     assert pod.session.assignment is not None
-    planned = sim.written[name][1]
-    assert sim.written[name][0] == pod.incarnation
+    planned = sim.written[name]
+    assert planned.incarnation == pod.incarnation
     newer = dataclasses.replace(planned, generation=planned.generation + 10)
-    sim._doc(name, pod.token, "a-previous-life", newer)
+    sim._doc(name, pod.token, dataclasses.replace(newer, incarnation="a-previous-life"))
     assert pod.session.assignment.generation == planned.generation
-    sim._doc(name, pod.token, pod.incarnation, newer)
+    sim._doc(name, pod.token, newer)
     assert pod.session.assignment.generation == newer.generation
     assert pod.session.assignment.incarnation == pod.incarnation

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kooper.commands import options
-from kooper.core import replay
+from kooper.control import replay
 
 HELP = "replay a KIP-415 scenario file through the real assignor"
 

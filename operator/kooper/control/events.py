@@ -67,6 +67,9 @@ class Recorder:
 
 def departed(previous: model.PlanState, plan: model.Plan) -> list[ids.WorkerId]:
     """Members that held an assignment last round and are gone (or restarted) now."""
+    if previous.incarnations == plan.state.incarnations and \
+            previous.assignments.keys() <= plan.members.keys():
+        return []
     result = []
     for member in sorted(previous.assignments):
         now = plan.state.incarnations.get(member)

@@ -61,9 +61,15 @@ def collect_members(
     leases: Iterable[views.LeaseView],
     last_good: Mapping[ids.WorkerId, messages.Report],
     now_ms: int,
+    built: dict[ids.WorkerId, tuple[messages.Report, model.Member]] | None = None,
 ) -> Members:
-    """Live members: a matching pod, an unexpired Lease of that pod, a usable report."""
-    matching = {pod.name: pod for pod in pods if group.selector.matches(pod.labels)}
+    """Live members: a matching pod, an unexpired Lease of that pod, a usable report.
+
+    ``built`` remembers the ``Member`` made from each report object, so that an
+    unchanged report gives the same ``Member`` (cheaper to build and to compare).
+    """
+    selector = group.selector
+    matching = {pod.name: pod for pod in pods if selector.matches(pod.labels)}
     members: dict[ids.WorkerId, model.Member] = {}
     reports: dict[ids.WorkerId, messages.Report] = {}
     issues: list[Issue] = []
@@ -93,15 +99,24 @@ def collect_members(
         )
         if expiry is not None and (next_expiry is None or expiry < next_expiry):
             next_expiry = expiry
-        members[member] = model.Member(
-            id=member,
-            owned=report.owned,
-            generation=report.generation,
-            protocols=report.protocols or frozenset({model.Protocol.EAGER}),
-            incarnation=report.incarnation,
-            fenced=report.fenced,
-        )
+        known = built.get(member) if built is not None else None
+        if known is not None and known[0] is report:
+            members[member] = known[1]
+        else:
+            members[member] = model.Member(
+                id=member,
+                owned=report.owned,
+                generation=report.generation,
+                protocols=report.protocols or frozenset({model.Protocol.EAGER}),
+                incarnation=report.incarnation,
+                fenced=report.fenced,
+            )
+            if built is not None:
+                built[member] = (report, members[member])
         reports[member] = report
+    if built is not None and len(built) > len(members):
+        for gone in [m for m in built if m not in members]:
+            del built[gone]
     return Members(members, matching, tuple(issues), next_expiry, reports)
 
 

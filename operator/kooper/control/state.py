@@ -148,9 +148,19 @@ def restore(
         generation = max(generation, assignment.generation)
         for resource, epoch in assignment.epochs.items():
             epochs[resource] = max(epoch, epochs.get(resource, 0))
-    assigned_anywhere = model.EMPTY
-    for resources in assignments.values():
-        assigned_anywhere = assigned_anywhere.union(resources)
+    # A ConfigMap older than another that assigns the same resource is stale: the round
+    # that wrote the newer one had the barrier's word that the older holder stopped or
+    # departed, and died before it deleted or rewrote the older document.
+    connectors: set[str] = set()
+    tasks: set[str] = set()
+    for member in sorted(assignments, key=lambda m: (-assigned_at[m], m)):
+        mine = assignments[member]
+        if not (connectors.isdisjoint(mine.connectors) and tasks.isdisjoint(mine.tasks)):
+            assignments[member] = model.ConnectorsAndTasks(mine.connectors - connectors,
+                                                           mine.tasks - tasks)
+        connectors.update(mine.connectors)
+        tasks.update(mine.tasks)
+    assigned_anywhere = model.ConnectorsAndTasks(frozenset(connectors), frozenset(tasks))
     lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member, raw_resources in (document.get("lost") or {}).items():
         resources = decode_resources(raw_resources).difference(assigned_anywhere)

@@ -97,6 +97,7 @@ class Caches:
         self.assignor = assignor.Cache()
         self.configured: tuple[tuple[tuple[str, int], ...], model.ConnectorsAndTasks] | None = None
         self.claims: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, ...]] = {}
+        self.members: dict[ids.WorkerId, tuple[messages.Report, model.Member]] = {}
 
     def configured_of(self, snap: model.Snapshot) -> model.ConnectorsAndTasks:
         """``snap.configured()``, rebuilt only when task counts change (100,000 strings)."""
@@ -206,31 +207,28 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps))
 
 
-def _absent(inputs: Inputs, memory: Memory) -> list[str]:
+def _absent(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:
     """Members the state knows whose pod is gone or terminating (departure candidates)."""
-    pods = {pod.name: pod for pod in inputs.pods}
     known = {*memory.state.assignments, *memory.state.lost}
-    return sorted(m for m in known if (pod := pods.get(m)) is None or pod.deleting)
+    if not known:
+        return []
+    pods = {pod.name: pod for pod in inputs.pods}
+    return [(m, pod) for m in sorted(known) if (pod := pods.get(m)) is None or pod.deleting]
 
 
-def _owners(inputs: Inputs, memory: Memory) -> dict[str, Owner]:
-    """Each member's pod owner: from its pod if seen, else as persisted."""
-    owners = dict(memory.pod_owners)
-    selector = inputs.group.selector
-    for pod in inputs.pods:
-        if pod.owner_kind and selector.matches(pod.labels):
-            owners[pod.name] = (pod.owner_kind, pod.owner_name)
-    return owners
+def _owner_of(member: str, pod: views.PodView | None, memory: Memory) -> Owner:
+    if pod is not None and pod.owner_kind:
+        return pod.owner_kind, pod.owner_name
+    return memory.pod_owners.get(member, ("", ""))
 
 
 def owners_to_read(inputs: Inputs, memory: Memory) -> frozenset[Owner]:
     """The pod owners the shell should read before ``step`` (to judge departures)."""
-    owners = _owners(inputs, memory)
     wanted: set[Owner] = set()
-    for member in _absent(inputs, memory):
+    for member, pod in _absent(inputs, memory):
         if member in memory.permanent:
             continue
-        kind, name = owners.get(member, ("", ""))
+        kind, name = _owner_of(member, pod, memory)
         if kind in liveness.PERMANENT_OWNER_KINDS and name:
             wanted.add((kind, name))
     return frozenset(wanted)
@@ -242,19 +240,26 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     group = inputs.group
     previous = memory.state
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
-                                     last_good=memory.good_reports, now_ms=now_ms)
+                                     last_good=memory.good_reports, now_ms=now_ms,
+                                     built=caches.members)
     leased = {lease.member for lease in inputs.leases}
     good = {m: r for m, r in memory.good_reports.items() if m in leased}
     good.update(found.reports)
-    owners = _owners(inputs, memory)
-    permanent = _permanent(inputs, memory, found.members, owners)
+    owners: Mapping[str, Owner] = memory.pod_owners
+    if any(owners.get(name) != (pod.owner_kind, pod.owner_name)
+           for name, pod in found.pods.items() if pod.owner_kind):
+        owners = {**owners, **{name: (pod.owner_kind, pod.owner_name)
+                               for name, pod in found.pods.items() if pod.owner_kind}}
+    permanent = _permanent(inputs, memory, found.members)
     wanted_restarts = restarts.requested(inputs.connectors, done=memory.restarts_done,
                                          pending=memory.restarts_pending)
     snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
                           departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
                                                 if p),
                           restarts=(r for _, rs in wanted_restarts.values() for r in rs))
-    due = previous.delay is not None and previous.delay.deadline_ms <= now_ms
+    last = memory.last_plan
+    due = last is not None and last.next_round_at_ms is not None \
+        and last.next_round_at_ms <= now_ms
     key = (snap, group.generation, found.issues, len(found.pods),
            tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart)
                         for c in inputs.connectors)))
@@ -287,17 +292,17 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     return _finish(decision, frozenset(), retry_ms=0)
 
 
-def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
-               owners: Mapping[str, Owner]) -> dict[str, bool]:
+def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member]
+               ) -> dict[str, bool]:
     """Absent members judged so far: known-permanent departures are True."""
     judged: dict[str, bool] = {}
-    for member in _absent(inputs, memory):
+    for member, pod in _absent(inputs, memory):
         if member in members:
             continue
         if member in memory.permanent:
             judged[member] = memory.permanent[member]
             continue
-        kind, name = owners.get(member, ("", ""))
+        kind, name = _owner_of(member, pod, memory)
         facts = OwnerFacts(exists=True)
         if kind in liveness.PERMANENT_OWNER_KINDS:
             read = inputs.owners.get((kind, name))
@@ -374,12 +379,12 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                               pending=pending)
     gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
     kept = frozenset(ids.WorkerId(m) for m in (*plan.members, *new_state.lost))
-    owners = {m: o for m, o in d.pod_owners.items()
-              if m in kept or m in new_state.assignments or m in d.found.pods}
-    given = {}
-    for member, (incarnation, resources) in memory.given.items():
-        if member in plan.members:
-            given[member] = (incarnation, resources)
+    owners = d.pod_owners
+    if any(m not in kept and m not in new_state.assignments and m not in d.found.pods
+           for m in owners):
+        owners = {m: o for m, o in owners.items()
+                  if m in kept or m in new_state.assignments or m in d.found.pods}
+    given = {m: known for m, known in memory.given.items() if m in plan.members}
     for message in writes:
         member = ids.WorkerId(message.member)
         if member in failed:
@@ -399,8 +404,10 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                   f"task(s) restart in place with new epochs (generation "
                   f"{record['rebalanceGeneration']})", connector=name)
     events.round_events(out, previous=previous, plan=plan, snap=snap)
-    alive = {*plan.members, *new_state.assignments, *new_state.lost, *d.found.pods,
-             *(lease.member for lease in inputs.leases)}
+    alive: frozenset[str] | set[str] = frozenset()
+    if any(entry[2] for entry in out.entries):
+        alive = {*plan.members, *new_state.assignments, *new_state.lost, *d.found.pods,
+                 *(lease.member for lease in inputs.leases)}
     next_memory = Memory(
         state=new_state, good_reports=d.good_reports, given=given, pod_owners=owners,
         permanent=d.permanent,

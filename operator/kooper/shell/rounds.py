@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kooper.control import status, views
@@ -70,6 +70,8 @@ class Context:
     connector_status_max_wait_s: float = 2.0
     """...and keep waiting, up to this long, while members have not applied their
     latest document yet (their reports will change ``running``)."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds: a step's ``now_ms`` (tests replay recorded rounds with theirs)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,7 +161,7 @@ class GroupRunner:
         while True:
             timeout = None
             if self.wake_at_ms is not None:
-                timeout = max(0.0, self.wake_at_ms / 1000 - time.time())
+                timeout = max(0.0, self.wake_at_ms / 1000 - self.ctx.clock())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.flag.wait(), timeout)
             await asyncio.sleep(self.ctx.debounce_s)
@@ -220,7 +222,7 @@ class GroupRunner:
         if group is None:
             return None
         t_read = time.perf_counter()
-        now_ms = int(time.time() * 1000)
+        now_ms = round(self.ctx.clock() * 1000)
         inputs, memory = await self.gather(group)
         started = time.perf_counter()
         decided = control.step(inputs, memory, now_ms=now_ms, caches=self.caches)

@@ -3,10 +3,14 @@
 Everything runs on a virtual clock (``sim.clock``) with seeded randomness, so a
 run is a pure function of its ``Config``, ``Scenario`` and seed.
 
-The operator runs a round (debounced) after a report, a departure or a config
-change, and at ``plan.next_round_at_ms``; it writes documents only for
-``plan.changed`` members. A member applies its newest document after the
-propagation latency the way ``sdk.session`` does: stop what was revoked (one
+The operator runs the real controller step (``control.step``, the same one the
+kopf operator and ``kooper replay`` run), debounced, after a report, a departure or
+a config change, and at ``plan.next_round_at_ms``; it executes the step's writes
+in order (ConfigMaps, the persisted WorkerGroup state, deletions). An operator
+restart restores from what was persisted, exactly as the operator does.
+
+A member applies its newest document after the propagation latency the way
+``sdk.session`` does: stop what was revoked (one
 batch taking the stop time), start what was assigned (the start time), then
 report (the report latency). The member is modelled here rather than driven
 through ``sdk.Session`` so that 1,000 pods x 100,000 tasks stay affordable; the
@@ -21,9 +25,11 @@ import gc
 import random
 from collections.abc import Callable, Mapping
 
+from kooper.control import modelled, state, views
+from kooper.control import step as control
 from kooper.core import assignor, ids, model
 from kooper.core import events as ev
-from kooper.protocol import messages
+from kooper.protocol import codec, messages
 from kooper.sdk import session as sdk_session
 from kooper.sim import clock, scenarios
 
@@ -104,7 +110,7 @@ class _Pod:
     protocols: frozenset[model.Protocol]
     running: set[str] = dataclasses.field(default_factory=set)
     generation: int = -1
-    latest: model.MemberPlan | None = None
+    latest: messages.Assignment | None = None
     busy: bool = False
     alive: bool = True
     partitioned: bool = False
@@ -128,9 +134,6 @@ class Result:
     settings: model.Settings
     last_fault_ms: int
 
-
-_Meta = tuple[model.Protocol, dict[str, int]]
-"""Session mode: a document's protocol and per-resource epochs."""
 
 ALL = frozenset(model.Protocol)
 EAGER_ONLY = frozenset({model.Protocol.EAGER})
@@ -157,11 +160,17 @@ class Sim:
         self.visible: dict[ids.WorkerId, model.Member] = {}
         self.seen_seq: dict[ids.WorkerId, tuple[int, int]] = {}
         self.permanent: set[ids.WorkerId] = set()
-        self.state = model.PlanState()
-        self.planned: Mapping[ids.WorkerId, model.MemberPlan] = {}
-        self.written: dict[ids.WorkerId, tuple[str, model.MemberPlan, _Meta | None]] = {}
-        """member -> (incarnation it was planned for, document, session-mode extras) as in
-        its ConfigMap."""
+        self.memory = control.Memory()
+        self.caches = control.Caches()
+        self.modelled = modelled.Members(config.group)
+        self.counts = modelled.connectors(config.group, self.connectors)
+        self.persisted: model.PlanState = model.PlanState()
+        """The planner state of the last WorkerGroup status write."""
+        self.persisted_owners: Mapping[str, control.Owner] = {}
+        self.written: dict[ids.WorkerId, messages.Assignment] = {}
+        """member -> the document in its ConfigMap."""
+        self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
+        """When a list: every planned step's (inputs, memory, now_ms, Step) (tests)."""
         self.rejoin_wait = False
         self.operator_up = True
         self.operator_epoch = 0
@@ -358,22 +367,17 @@ class Sim:
         pod.running.clear()
         return late
 
-    def _doc(self, name: ids.WorkerId, token: int, incarnation: str,
-             doc: model.MemberPlan, meta: _Meta | None = None) -> None:
+    def _doc(self, name: ids.WorkerId, token: int, doc: messages.Assignment) -> None:
         pod = self._pod(name, token)
         if pod is None or pod.partitioned:
             return
         if pod.session is not None:
             # The document names the incarnation it was planned for; the session
             # itself ignores one meant for a previous life of this pod.
-            protocol, epochs = meta if meta is not None else (self.state.protocol, {})
-            pod.session.receive_assignment(messages.Assignment(
-                group=self.config.group, member=name, generation=doc.generation,
-                protocol=protocol, assigned=doc.assigned, revoked=doc.revoked, epochs=epochs,
-                incarnation=incarnation))
+            pod.session.receive_assignment(doc)
             self._pump(pod)
             return
-        if incarnation and incarnation != pod.incarnation:
+        if doc.incarnation and doc.incarnation != pod.incarnation:
             return  # a document planned for a previous life of this pod is not ours
         newest = pod.latest.generation if pod.latest is not None else -1
         if doc.generation <= max(newest, pod.generation):
@@ -393,7 +397,7 @@ class Sim:
         else:
             self._start_phase(pod, doc)
 
-    def _stopped(self, name: ids.WorkerId, token: int, doc: model.MemberPlan,
+    def _stopped(self, name: ids.WorkerId, token: int, doc: messages.Assignment,
                  to_stop: set[str]) -> None:
         pod = self._pod(name, token)
         if pod is None or pod.fenced:
@@ -405,7 +409,7 @@ class Sim:
         pod.running -= to_stop
         self._start_phase(pod, doc)
 
-    def _start_phase(self, pod: _Pod, doc: model.MemberPlan) -> None:
+    def _start_phase(self, pod: _Pod, doc: messages.Assignment) -> None:
         to_start = set(doc.assigned.connectors).union(doc.assigned.tasks) - pod.running
         if to_start:
             self.clock.after(self.lat.start.draw(self.rng), "started", pod.name, pod.token, doc,
@@ -413,12 +417,12 @@ class Sim:
         else:
             self._applied(pod, doc)
 
-    def _started(self, name: ids.WorkerId, token: int, doc: model.MemberPlan,
+    def _started(self, name: ids.WorkerId, token: int, doc: messages.Assignment,
                  to_start: set[str]) -> None:
         pod = self._pod(name, token)
         if pod is None or pod.fenced:
             return
-        epochs = self.state.epochs
+        epochs = self.memory.state.epochs
         for resource in sorted(to_start):
             holder = self.owner.get(resource)
             if holder is not None and holder != name:
@@ -430,7 +434,7 @@ class Sim:
         pod.started_at = self.clock.now_ms
         self._applied(pod, doc)
 
-    def _applied(self, pod: _Pod, doc: model.MemberPlan) -> None:
+    def _applied(self, pod: _Pod, doc: messages.Assignment) -> None:
         pod.generation = doc.generation
         pod.busy = False
         self._send_report(pod)
@@ -467,7 +471,7 @@ class Sim:
         pod = self._pod(name, token)
         if pod is None or pod.session is None:
             return
-        epochs = self.state.epochs
+        epochs = self.memory.state.epochs
         for action in actions:
             if isinstance(action, sdk_session.Stop):
                 self._emit(ev.Kind.STOP, name, action.resource, action.generation)
@@ -573,7 +577,7 @@ class Sim:
     def _reread(self, name: ids.WorkerId, token: int) -> None:
         written = self.written.get(name)
         if written is not None:
-            self._doc(name, token, *written)
+            self._doc(name, token, written)
 
     # -- the operator ---------------------------------------------------------------------------
 
@@ -596,43 +600,53 @@ class Sim:
             # barrier): each has reported applying the last document written to it.
             for name, member in self.visible.items():
                 written = self.written.get(name)
-                if (written is not None and written[0] == member.incarnation
-                        and member.generation < written[1].generation):
+                if (written is not None and written.incarnation == member.incarnation
+                        and member.generation < written.generation):
                     return  # the next report or departure triggers the round again
             self.rejoin_wait = False
-        snapshot = model.Snapshot(self.connectors, dict(self.visible), self.settings,
-                                  frozenset(self.permanent))
-        plan = assignor.plan(snapshot, self.state, now_ms=self.clock.now_ms,
-                             configured=self.configured, cache=self.cache)
-        self.state = plan.state
+        inputs = self._inputs()
+        memory = self.memory
+        decided = control.step(inputs, memory, now_ms=self.clock.now_ms, caches=self.caches)
+        self.memory = decided.memory
+        plan = decided.plan
+        if plan is None:
+            return  # nothing changed since the last round
+        if self.steps is not None:
+            self.steps.append((inputs, memory, self.clock.now_ms, decided))
         self.last_plan = plan
-        self.planned = plan.members  # a plan is never changed after the round
         self._emit(ev.Kind.ROUND, generation=plan.state.generation)
-        changed = sorted(plan.changed)
-        for name in self.written.keys() - plan.members.keys():
-            del self.written[name]  # the shell deletes a departed member's ConfigMap
+        writes = decided.configmap_writes
         if self.crash_mid_round:
+            # The operator dies after some of the ConfigMap writes, before the status.
             self.crash_mid_round = False
-            changed = changed[: self.rng.randint(0, len(changed))]
-            for name in changed:
-                self._write(name, plan.members[name])
+            for message in writes[: self.rng.randint(0, len(writes))]:
+                self._write(message)
             self._operator_down()
             return
-        for name in changed:
-            self._write(name, plan.members[name])
+        for message in writes:
+            self._write(message)
+        assert decided.status is not None
+        self.persisted = decided.status.state
+        self.persisted_owners = decided.status.owners
+        for name in decided.deletes:
+            self.written.pop(name, None)
         if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
             self.deadline_at = plan.next_round_at_ms
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
 
-    def _write(self, name: ids.WorkerId, doc: model.MemberPlan) -> None:
-        incarnation = self.state.incarnations.get(name, "")
-        meta: _Meta | None = None
-        if self.config.sessions:
-            # What the ConfigMap carries beyond the plan: travels with this write only.
-            epochs = self.state.epochs
-            meta = (self.state.protocol, {
-                r: epochs.get(r, 0) for r in (*doc.assigned.connectors, *doc.assigned.tasks)})
-        self.written[name] = (incarnation, doc, meta)
+    def _inputs(self) -> control.Inputs:
+        """What the operator would read from the API now."""
+        pods, leases = self.modelled.views(self.visible)
+        inputs = control.Inputs(
+            group=modelled.group(self.config.group, self.settings), pods=pods, leases=leases,
+            connectors=self.counts)
+        owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in self.permanent)
+                  for owner in control.owners_to_read(inputs, self.memory)}
+        return dataclasses.replace(inputs, owners=owners) if owners else inputs
+
+    def _write(self, message: messages.Assignment) -> None:
+        name = ids.WorkerId(message.member)
+        self.written[name] = message
         pod = self.pods.get(name)
         if pod is None or not pod.alive:
             return
@@ -641,8 +655,7 @@ class Sim:
             # The member misses this update; a newer document or its resync supersedes it.
             self.clock.after(self.lat.resync_ms, "reread", name, pod.token)
             return
-        self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, incarnation,
-                         doc, meta)
+        self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, message)
 
     def _operator_down(self) -> None:
         self.operator_up = False
@@ -652,20 +665,29 @@ class Sim:
         self.clock.after(self.lat.operator_restart.draw(self.rng), "operator_up")
 
     def _operator_up(self) -> None:
+        """A new operator process: it knows only what the API holds."""
         self.operator_up = True
+        status = {"state": state.encode(self.persisted, owners=self.persisted_owners)}
+        group = modelled.group(self.config.group, self.settings, status=status)
+        configmaps = {str(name): self._configmap(message)
+                      for name, message in self.written.items()}
+        self.memory = control.restored(group, configmaps)
+        self.caches = control.Caches()
         if self.settings.policy is model.Policy.KIP415:
-            self.state = assignor.forget(self.state)  # a new leader: only the delay survives
+            # Kafka's new leader: only the delay survives, and it waits for every member.
+            self.memory = dataclasses.replace(self.memory,
+                                              state=assignor.forget(self.memory.state))
             self.rejoin_wait = True
-        else:
-            # State persisted: finish writing what the last round decided.
-            for name, doc in sorted(self.planned.items()):
-                written = self.written.get(name)
-                if written is None or written[1] != doc:
-                    self._write(name, doc)
-        if self.state.delay is not None:
-            self.deadline_at = self.state.delay.deadline_ms
+        if self.memory.state.delay is not None:
+            self.deadline_at = self.memory.state.delay.deadline_ms
             self.clock.at(self.deadline_at, "deadline", self.operator_epoch)
         self._trigger()
+
+    def _configmap(self, message: messages.Assignment) -> views.ConfigMapView:
+        return views.ConfigMapView(
+            namespace=modelled.NAMESPACE, name=views.configmap_name(message.member),
+            group=self.config.group, member=message.member, resource_version="",
+            text=codec.encode_assignment(message))
 
 
 def simulate(config: Config, scenario: scenarios.Scenario,

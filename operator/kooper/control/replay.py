@@ -1,10 +1,11 @@
-"""Replay a scenario through the real ``plan`` with a virtual clock (``kooper replay``).
+"""Replay a scenario through the real controller step with a virtual clock (``kooper replay``).
 
 A scenario is data (``docs/scenarios.md``): the group's settings, its connectors,
 the initial workers with what they own, and a list of rounds. Each round applies
-its ``before`` events, then makes exactly one ``plan`` call; between rounds every
-member applies its assignment (stops what was revoked, starts what was
-assigned), the way Kafka's own assignor tests drive the assignor.
+its ``before`` events, then runs exactly one ``control.step`` (the operator's and the
+simulator's step, so one ``assignor.plan`` call); between rounds every member
+applies its assignment (stops what was revoked, starts what was assigned), the way
+Kafka's own assignor tests drive the assignor.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kooper.control import modelled
+from kooper.control import step as control
 from kooper.core import assignor, errors, ids, model
 
 
@@ -124,7 +127,7 @@ class _Group:
     settings: model.Settings
     connectors: dict[str, int]
     members: dict[ids.WorkerId, model.Member]
-    state: model.PlanState
+    memory: control.Memory
     permanent: set[ids.WorkerId] = dataclasses.field(default_factory=set)
     now_ms: int = 0
     incarnations: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -164,16 +167,18 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
             group.permanent.add(ids.WorkerId(worker))
     elif kind == "advance_time":
         if body.get("to") == "deadline":
-            if group.state.delay is None:
+            delay = group.memory.state.delay
+            if delay is None:
                 raise ScenarioError(f"{where}: no delay is pending to advance to")
-            group.now_ms = max(group.now_ms, group.state.delay.deadline_ms)
+            group.now_ms = max(group.now_ms, delay.deadline_ms)
         else:
             group.now_ms += _int(body.get("ms"), f"{where}.ms")
     elif kind == "leader_change":
         # The kooper policy persists its state (WorkerGroup status): a new leader
         # continues it. Under kip415 a new leader knows only the pending delay.
         if group.settings.policy is model.Policy.KIP415:
-            group.state = assignor.forget(group.state)
+            group.memory = dataclasses.replace(group.memory,
+                                               state=assignor.forget(group.memory.state))
     elif kind in ("connector_add", "connector_tasks"):
         name = _expect_type(body.get("connector"), str, f"{where}.connector")
         if kind == "connector_add" and name in group.connectors:
@@ -198,6 +203,24 @@ def _settle(group: _Group, plan: model.Plan) -> None:
         )
 
 
+def _step(group: _Group) -> model.Plan:
+    """One controller step over the scenario's group; every round plans."""
+    pods, leases = modelled.Members(_NAME).views(group.members)
+    inputs = control.Inputs(group=modelled.group(_NAME, group.settings), pods=pods,
+                            leases=leases, connectors=modelled.connectors(_NAME, group.connectors))
+    memory = dataclasses.replace(group.memory, last_key=None)  # a round always plans
+    owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in group.permanent)
+              for owner in control.owners_to_read(inputs, memory)}
+    decided = control.step(dataclasses.replace(inputs, owners=owners), memory,
+                           now_ms=group.now_ms)
+    assert decided.plan is not None
+    group.memory = decided.memory
+    return decided.plan
+
+
+_NAME = "replay"
+
+
 def replay(scenario: Mapping[str, Any]) -> Replay:
     """Run a scenario; raise ``ScenarioError`` naming the first bad field."""
     body = _expect_type(scenario, dict, "scenario")
@@ -215,7 +238,7 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
         _expect_type(name, str, "connectors"): _int(count, f"connectors.{name}")
         for name, count in _expect_type(body.get("connectors", {}), dict, "connectors").items()
     }
-    group = _Group(settings, connectors, {}, model.PlanState(forgotten=True))
+    group = _Group(settings, connectors, {}, control.Memory(state=model.PlanState(forgotten=True)))
     for worker, spec in _expect_type(body.get("workers", {}), dict, "workers").items():
         spec_body = _expect_type(spec, dict, f"workers.{worker}")
         protocols = (
@@ -247,13 +270,7 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
                                                     f"{where}.before")):
             _apply_event(group, event, f"{where}.before[{number}]")
         unassigned_ms += previous_unassigned * (group.now_ms - previous_now)
-        snapshot = model.Snapshot(
-            connectors=dict(group.connectors),
-            members=dict(group.members),
-            settings=group.settings,
-            departed_permanently=frozenset(group.permanent),
-        )
-        plan = assignor.plan(snapshot, group.state, now_ms=group.now_ms)
+        plan = _step(group)
         for member, resources in plan.newly_assigned.items():
             for resource in (*resources.connectors, *resources.tasks):
                 if last_owner.get(resource, member) != member:
@@ -275,7 +292,6 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
                 expect=expect,
             )
         )
-        group.state = plan.state
         _settle(group, plan)
         previous_unassigned = len(plan.unassigned)
         previous_now = group.now_ms

@@ -1,0 +1,141 @@
+"""The simulator and the operator run the same controller step.
+
+Rounds recorded from simulator runs are replayed through the operator's own
+``GroupRunner.round`` (its views and API client replaced by the recorded inputs and
+a recording client): the ConfigMaps it writes, the planner state it persists and the
+ConfigMaps it deletes are exactly the simulator's, round by round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from kooper.control import state, views
+from kooper.control import step as control
+from kooper.protocol import codec, messages
+from kooper.shell import audit, rounds
+from kooper.sim import chaos, runner, scenarios
+
+
+class RecordedViews:
+    """``rounds.Views`` answering with one recorded round's inputs."""
+
+    def __init__(self, inputs: control.Inputs) -> None:
+        self.inputs = inputs
+
+    def group(self, namespace: str, name: str) -> views.GroupView | None:
+        return self.inputs.group
+
+    def pods(self, namespace: str) -> Iterable[views.PodView]:
+        return self.inputs.pods
+
+    def leases(self, namespace: str) -> Iterable[views.LeaseView]:
+        return self.inputs.leases
+
+    def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
+        return self.inputs.connectors
+
+    def configmaps(self, namespace: str, group: str) -> Iterable[views.ConfigMapView]:
+        return self.inputs.configmaps.values()
+
+
+class RecordingClient:
+    """The API calls a round makes, in order; owners answer as recorded."""
+
+    def __init__(self, owners: dict[control.Owner, control.OwnerFacts]) -> None:
+        self.owners = owners
+        self.calls: list[tuple[str, Any]] = []
+
+    async def read_owner(self, namespace: str, kind: str, name: str) -> tuple[bool, int | None]:
+        facts = self.owners[(kind, name)]
+        return facts.exists, facts.replicas
+
+    async def write_configmap(self, body: dict[str, Any], *, resource_version: str | None
+                              ) -> str:
+        self.calls.append(("write", body["data"][messages.CONFIGMAP_KEY]))
+        return "1"
+
+    async def patch_status(self, plural: str, namespace: str, name: str,
+                           patch: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.calls.append(("status", patch.get("state")))
+        return {"metadata": {"resourceVersion": "2"}, "status": patch}
+
+    async def delete_configmap(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete", name))
+
+    async def post_event(self, **_: Any) -> None:
+        return None
+
+
+def shell_round(inputs: control.Inputs, memory: control.Memory, now_ms: int
+                ) -> list[tuple[str, Any]]:
+    """The API writes the operator makes for one recorded round."""
+    client = RecordingClient(dict(inputs.owners))
+    context = rounds.Context(client=client, views=RecordedViews(inputs),  # type: ignore[arg-type]
+                             identity=inputs.leader, audit=audit.AuditLog(None),
+                             connector_status=False, clock=lambda: now_ms / 1000)
+
+    async def run() -> None:
+        runner_ = rounds.GroupRunner(context, inputs.group.namespace, inputs.group.name)
+        runner_.memory = memory
+        await runner_.round()
+
+    asyncio.run(run())
+    return client.calls
+
+
+def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
+    """The same calls, from the simulator's step."""
+    assert decided.status is not None
+    writes: list[tuple[str, Any]] = [("write", codec.encode_assignment(message))
+                                     for message in decided.configmap_writes]
+    writes.append(("status", state.encode(decided.status.state, owners=decided.status.owners)))
+    writes += [("delete", views.configmap_name(member)) for member in decided.deletes]
+    return writes
+
+
+def recorded(config: runner.Config, scenario: scenarios.Scenario
+             ) -> list[tuple[control.Inputs, control.Memory, int, control.Step]]:
+    sim = runner.Sim(config, scenario)
+    sim.steps = []
+    assert sim.run().violations == []
+    assert sim.steps
+    return sim.steps
+
+
+RUNS = {
+    "rolling-restart": (runner.Config(pods=4, connectors=2, tasks=3, seed=1),
+                        scenarios.rolling_restart(4)),
+    "scale-down": (runner.Config(pods=5, connectors=2, tasks=4, seed=2, delay_ms=60_000),
+                   scenarios.build("scale-down", 5)),
+    "chaos": chaos.draw(5108),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_shell_writes_what_the_simulator_writes_on_recorded_rounds(name: str):
+    config, scenario = RUNS[name]
+    steps = recorded(config, scenario)
+    for number, (inputs, memory, now_ms, decided) in enumerate(steps):
+        calls = shell_round(inputs, memory, now_ms)
+        expected = sim_writes(decided)
+        # ConfigMap writes run in parallel: same set, and all of them before the status.
+        split = len(decided.configmap_writes)
+        assert sorted(calls[:split]) == sorted(expected[:split]), (name, number)
+        assert calls[split] == expected[split], (name, number)  # the persisted state
+        assert sorted(calls[split + 1:]) == sorted(expected[split + 1:]), (name, number)
+
+
+def test_a_recorded_round_is_a_pure_function_of_its_inputs_and_memory():
+    config, scenario = RUNS["rolling-restart"]
+    for inputs, memory, now_ms, decided in recorded(config, scenario):
+        again = control.step(inputs, memory, now_ms=now_ms)
+        assert again.configmap_writes == decided.configmap_writes
+        assert again.deletes == decided.deletes
+        assert dataclasses.replace(again.memory, last_plan=None) == \
+            dataclasses.replace(decided.memory, last_plan=None)
