@@ -12,9 +12,9 @@ import yaml
 
 from kooper import cli
 from kooper.commands import options, replay, status
+from kooper.control import replay as core_replay
 from kooper.core import events as ev
 from kooper.core import model
-from kooper.core import replay as core_replay
 from kooper.protocol import codec, messages
 from kooper.sim import metrics, runner, scenarios
 
