@@ -87,3 +87,43 @@ def test_no_kubeconfig_anywhere_is_no_credentials(tmp_path: Path, monkeypatch):
     assert credentials.connection_info(kopf.OperatorSettings()) is None
     with pytest.raises(credentials.KubeconfigError, match="no kubeconfig"):
         credentials.connection_info(kopf.OperatorSettings(), context="dev")
+
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_inline_kind_style_credentials_become_pem_and_private_files(tmp_path: Path):
+    path = tmp_path / "kind"
+    path.write_text(
+        "current-context: kind\n"
+        "contexts: [{name: kind, context: {cluster: kind, user: kind}}]\n"
+        f"clusters: [{{name: kind, cluster: {{server: 'https://127.0.0.1:6443', "
+        f"certificate-authority-data: {_b64(CERT)}}}}}]\n"
+        f"users: [{{name: kind, user: {{client-certificate-data: {_b64(CERT)}, "
+        f"client-key-data: {_b64(KEY)}}}}}]\n", encoding="utf-8")
+    connection = credentials.connection(credentials.from_kubeconfig([str(path)]))
+    assert connection.ca_data == CERT.encode()
+    assert connection.certificate_path is not None
+    assert connection.private_key_path is not None
+    assert Path(connection.certificate_path).read_text() == CERT
+    assert Path(connection.private_key_path).read_text() == KEY
+    assert Path(connection.private_key_path).stat().st_mode & 0o777 == 0o600
+
+
+def test_paths_and_pem_pass_through_and_garbage_is_named():
+    import kopf
+
+    connection = credentials.connection(kopf.ConnectionInfo(
+        server="https://x", ca_data=CERT, certificate_path="/c.pem", private_key_path="/k.pem"))
+    assert (connection.ca_data, connection.certificate_path, connection.private_key_path) == (
+        CERT.encode(), "/c.pem", "/k.pem")
+    with pytest.raises(credentials.KubeconfigError,
+                       match="certificate-authority-data: neither PEM nor base64"):
+        credentials.connection(kopf.ConnectionInfo(server="https://x", ca_data="not base64!"))

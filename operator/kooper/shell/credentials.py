@@ -7,7 +7,12 @@ context by name and turns every problem into one ``KooperError`` naming the file
 
 from __future__ import annotations
 
+import atexit
+import base64
+import binascii
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,6 +20,7 @@ import kopf
 import yaml
 
 from kooper.core import errors
+from kooper.shell import kube
 
 
 class KubeconfigError(errors.KooperError):
@@ -127,3 +133,59 @@ def connection_info(kopf_settings: Any, *, kubeconfig: str | None = None,
         return in_cluster
     paths = kubeconfig_paths()
     return from_kubeconfig(paths) if paths else None
+
+
+def connection(info: kopf.ConnectionInfo) -> kube.Connection:
+    """kooper's client connection from kopf's ``ConnectionInfo``.
+
+    A kubeconfig carries the CA as base64 of PEM (``certificate-authority-data``) and
+    often the client certificate and key inline (``client-*-data``, as kind writes
+    them); the CA is decoded to PEM and the inline pair goes to a private folder,
+    removed at exit, because Python's ``ssl`` loads a certificate chain from files only.
+    """
+    certificate = _path(info.certificate_path) or _file(info.certificate_data, "client.crt")
+    key = _path(info.private_key_path) or _file(info.private_key_data, "client.key")
+    return kube.Connection(
+        server=info.server, token=info.token, scheme=info.scheme,
+        ca_path=_path(info.ca_path), ca_data=pem(info.ca_data, "certificate-authority-data"),
+        insecure=bool(info.insecure), certificate_path=certificate, private_key_path=key,
+    )
+
+
+def pem(data: str | bytes | None, what: str) -> bytes | None:
+    """PEM text as given, or decoded from the base64 a kubeconfig holds."""
+    if data is None or data in ("", b""):
+        return None
+    raw = data.encode("ascii", "replace") if isinstance(data, str) else data
+    if raw.lstrip().startswith(b"-----BEGIN "):
+        return raw
+    try:
+        decoded = base64.b64decode(raw, validate=True)
+    except binascii.Error:
+        raise KubeconfigError(f"{what}: neither PEM nor base64") from None
+    if not decoded.lstrip().startswith(b"-----BEGIN "):
+        raise KubeconfigError(f"{what}: the base64 does not hold PEM")
+    return decoded
+
+
+_folder: list[str] = []
+
+
+def _file(data: str | bytes | None, name: str) -> str | None:
+    content = pem(data, name)
+    if content is None:
+        return None
+    if not _folder:
+        _folder.append(tempfile.mkdtemp(prefix="kooper-credentials-"))  # mode 0700
+        atexit.register(shutil.rmtree, _folder[0], ignore_errors=True)
+    path = os.path.join(_folder[0], name)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(content)
+    return path
+
+
+def _path(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    return os.fsdecode(value)  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ so tests can run several operators (one after the other) in one process.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -37,23 +36,11 @@ def connection_for(config: settings.Config, kopf_settings: Any) -> kube.Connecti
     if config.kube_api:
         return kube.Connection(server=config.kube_api, insecure=True)
     info = credentials.connection_info(kopf_settings, kubeconfig=config.kubeconfig,
-                                 context=config.context)
+                                       context=config.context)
     if info is None:
         raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
                                  "no kubeconfig, and KOOPER_KUBE_API is not set")
-    ca_data = info.ca_data.encode() if isinstance(info.ca_data, str) else info.ca_data
-    return kube.Connection(
-        server=info.server, token=info.token, scheme=info.scheme,
-        ca_path=_path(info.ca_path), ca_data=ca_data, insecure=bool(info.insecure),
-        certificate_path=_path(info.certificate_path),
-        private_key_path=_path(info.private_key_path),
-    )
-
-
-def _path(value: object) -> str | None:
-    if value is None:
-        return None
-    return os.fsdecode(value)  # type: ignore[arg-type]
+    return credentials.connection(info)
 
 
 def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
