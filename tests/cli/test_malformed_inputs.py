@@ -105,6 +105,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-missing-kubeconfig", ["run", "--kubeconfig", "{tmp}/nope"], {}, ["{tmp}/nope"]),
     ("run-unknown-context", ["run", "--kubeconfig", "{tmp}/one.kubeconfig", "--context", "x"],
      {}, ["no context 'x'", "only"]),
+    ("run-unreachable-api", ["run", "--kubeconfig", "{tmp}/one.kubeconfig"], {},
+     ["cannot reach the Kubernetes API at http://127.0.0.1:1"]),
     ("run-audit-log-missing-folder", ["run", "--audit-log", "{tmp}/nonexistent/a.jsonl"], {},
      ["--audit-log", "does not exist"]),
     # worker (each fails before it registers)

@@ -13,6 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+from kooper.commands import status as status_command
 from kooper.emulator import cluster
 from kooper.shell import controller, kube, probes, settings
 
@@ -75,3 +78,18 @@ def test_kooper_run_answers_both_probes_and_stops_on_sigterm(tmp_path: Path):
             operator.send_signal(signal.SIGTERM)
             _, err = operator.communicate(timeout=30)
         assert "Traceback" not in err
+
+
+
+@pytest.mark.parametrize(("status", "hint"), [
+    (404, "are kooper's CRDs installed? (kubectl apply -f crds/)"),
+    (403, "the credentials lack a permission (RBAC: the chart's operator role)"),
+    (401, "the credentials were rejected"),
+])
+def test_a_refused_preflight_says_what_to_check(status: int, hint: str):
+    refused = kube.KubeError(f"GET /apis/kooper.dev/v1alpha1/workergroups: {status} no",
+                             status=status)
+    message = str(status_command.api_error(refused, "https://api:6443"))
+    assert message.startswith(f"https://api:6443: GET /apis/kooper.dev/v1alpha1/workergroups: "
+                              f"{status} no: ")
+    assert message.endswith(hint)

@@ -15,10 +15,14 @@ import asyncio
 import dataclasses
 import logging
 import pathlib
+from typing import TYPE_CHECKING
 
 from kooper.commands import options, status
 from kooper.core import errors
 from kooper.shell import settings
+
+if TYPE_CHECKING:
+    from kooper.shell import kube
 
 HELP = "run the operator against a Kubernetes cluster"
 
@@ -90,10 +94,29 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         # kopf logs every handled watch event at INFO: one line per Lease renewal.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    asyncio.run(_preflight(connection, config.namespaces))
     logging.getLogger("kooper").info("API %s; probes on %s, metrics on %s", connection.server,
                                      config.health_port or "off", config.metrics_port or "off")
     asyncio.run(_operate(config))
     return 0
+
+
+async def _preflight(connection: kube.Connection, namespaces: tuple[str, ...]) -> None:
+    """List one WorkerGroup where the operator will watch: the API answers, the credentials
+    are accepted, RBAC allows it and the CRDs exist; else one line, before kopf starts."""
+    from kooper.control import views
+    from kooper.shell import kube
+
+    plain = [ns for ns in namespaces if not set(ns) & set("*?[]!,")]
+    where = f"/namespaces/{plain[0]}" if plain else ""
+    client = kube.Client(connection)
+    try:
+        await client.request("GET", f"/apis/{views.GROUP}/{views.VERSION}{where}/workergroups",
+                             params={"limit": "1"})
+    except kube.KubeError as exc:
+        raise status.api_error(exc, connection.server) from None
+    finally:
+        await client.close()
 
 
 async def _operate(config: settings.Config) -> None:

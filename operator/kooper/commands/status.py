@@ -144,9 +144,24 @@ def _applied(leases: Iterable[Mapping[str, Any]]) -> dict[str, int | str]:
     return applied
 
 
+def api_error(exc: errors.KooperError, server: str) -> errors.KooperError:
+    """One line for a failed API call: unreachable, too slow, or refused with a status."""
+    import aiohttp
+
+    cause = exc.__cause__
+    if isinstance(cause, TimeoutError):
+        return errors.KooperError(f"the Kubernetes API at {server} did not answer in time")
+    if isinstance(cause, OSError | aiohttp.ClientError):
+        return errors.KooperError(f"cannot reach the Kubernetes API at {server}: {cause}")
+    hint = {401: "the credentials were rejected",
+            403: "the credentials lack a permission (RBAC: the chart's operator role)",
+            404: "are kooper's CRDs installed? (kubectl apply -f crds/)"}.get(
+        getattr(exc, "status", None) or 0)
+    return errors.KooperError(f"{server}: {exc}" + (f": {hint}" if hint else ""))
+
+
 async def _fetch(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                      list[dict[str, Any]]]:
-    import aiohttp
     import kopf
 
     from kooper.shell import handlers, kube, settings
@@ -169,14 +184,7 @@ async def _fetch(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[st
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
             label_selector="kooper.dev/member")
     except kube.KubeError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, TimeoutError):
-            raise errors.KooperError(
-                f"the Kubernetes API at {connection.server} did not answer in time") from None
-        if isinstance(cause, OSError | aiohttp.ClientError):
-            raise errors.KooperError(
-                f"cannot reach the Kubernetes API at {connection.server}: {cause}") from None
-        raise
+        raise api_error(exc, connection.server) from None
     finally:
         await client.close()
     return group, configmaps, leases
