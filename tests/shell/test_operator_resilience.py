@@ -131,3 +131,35 @@ def test_member_whose_lease_expires_departs(emulated, fleet, operator):
     wait_for(lambda: settled(fleet, emulated, resources=5, members=1), what="reassigned")
     assert condition(group_status(emulated), "Ready")["status"] == "True"
     wait_for(lambda: events(emulated, "MemberDeparted"), what="departed event")
+
+
+def test_scale_down_while_the_operator_was_down_reassigns_without_the_delay(emulated):
+    # The new operator never saw w-2's pod: its StatefulSet comes from status.state.owners.
+    from tests.shell import doubles
+
+    sts = emulated.create("statefulsets", {"metadata": {"name": "w"}, "spec": {"replicas": 3}},
+                          namespace="default")
+    with doubles.Fleet(emulated, labels={"app": "workers"}, lease_seconds=3,
+                       owner=("StatefulSet", "w", sts["metadata"]["uid"])) as fleet:
+        op = Operator(emulated).start()
+        try:
+            make_group(emulated, delay="300s")
+            make_connector(emulated, "A", 6)
+            for n in range(3):
+                fleet.add(f"w-{n}")
+            wait_for(lambda: settled(fleet, emulated, resources=7, members=3), what="settle")
+            owners = group_status(emulated)["state"]["owners"]
+            assert owners == {f"w-{n}": "StatefulSet/w" for n in range(3)}
+        finally:
+            op.stop()
+        emulated.patch("statefulsets", "w", {"spec": {"replicas": 2}}, namespace="default")
+        fleet.kill("w-2")
+        op = Operator(emulated).start()
+        try:
+            wait_for(lambda: settled(fleet, emulated, resources=7, members=2), timeout=15,
+                     what="w-2's work reassigned at once, not after 300s")
+            assert "delay" not in group_status(emulated)
+            departed = events(emulated, "MemberDeparted")
+            assert any("scale-down" in e["message"] for e in departed)
+        finally:
+            op.stop()

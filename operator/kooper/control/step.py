@@ -410,7 +410,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                  *(lease.member for lease in inputs.leases)}
     next_memory = Memory(
         state=new_state, good_reports=d.good_reports, given=given, pod_owners=owners,
-        permanent=d.permanent,
+        permanent={m: p for m, p in d.permanent.items()
+                   if m in new_state.assignments or m in new_state.lost},
         configmaps=frozenset(memory.configmaps.union(
             ids.WorkerId(w.member) for w in writes if w.member not in failed
         ).difference(gone)),

@@ -1,0 +1,178 @@
+"""``control.step`` as tables: what one round decides from its inputs and memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from kooper.control import modelled, state, views
+from kooper.control import step as control
+from kooper.core import ids, model
+from kooper.protocol import codec
+
+W = ids.WorkerId
+GROUP = "g"
+SETTINGS = model.Settings(model.Protocol.COMPATIBLE, model.Policy.KOOPER, max_delay_ms=60_000)
+
+
+def member(name: str, owned: model.ConnectorsAndTasks = model.EMPTY, generation: int = -1,
+           incarnation: str = "1") -> model.Member:
+    return model.Member(W(name), owned, generation, frozenset(model.Protocol), incarnation)
+
+
+def inputs(members: list[model.Member], *, connectors: dict[str, int] | None = None,
+           owners: dict[control.Owner, control.OwnerFacts] | None = None,
+           status: dict[str, object] | None = None,
+           configmaps: dict[str, views.ConfigMapView] | None = None) -> control.Inputs:
+    by_id = {m.id: m for m in members}
+    pods, leases = modelled.Members(GROUP).views(by_id)
+    return control.Inputs(
+        group=modelled.group(GROUP, SETTINGS, status=status), pods=pods, leases=leases,
+        connectors=modelled.connectors(GROUP, connectors if connectors is not None
+                                       else {"A": 3}),
+        owners=owners or {}, configmaps=configmaps or {})
+
+
+def settle(step: control.Step, members: list[model.Member]) -> list[model.Member]:
+    """Every member applies what the step wrote to it and reports it."""
+    written = {w.member: w for w in step.configmap_writes}
+    result = []
+    for m in members:
+        doc = written.get(m.id)
+        result.append(m if doc is None else dataclasses.replace(
+            m, owned=doc.assigned, generation=doc.generation))
+    return result
+
+
+def run(members: list[model.Member], memory: control.Memory, now_ms: int, **kw: object
+        ) -> tuple[control.Step, list[model.Member]]:
+    decided = control.step(inputs(members, **kw), memory, now_ms=now_ms)  # type: ignore[arg-type]
+    return decided, settle(decided, members)
+
+
+def test_a_step_writes_changed_members_then_the_status_then_deletes_departed_ones():
+    memory = control.Memory()
+    first, members = run([member("a"), member("b")], memory, 0)
+    assert [w.member for w in first.configmap_writes] == ["a", "b"]
+    assert first.deletes == ()
+    assert first.status is not None
+    second, members = run(members, first.memory, 10)
+    assert second.plan is not None  # reports changed: a round, but nothing to write
+    assert second.configmap_writes == ()
+    idle = control.step(inputs(members), second.memory, now_ms=20)
+    assert idle.plan is None  # nothing changed at all: no round
+    gone, _ = run([m for m in members if m.id == "a"], second.memory, 30, owners={
+        ("ReplicaSet", "b"): control.OwnerFacts(exists=False)})
+    assert gone.deletes == (W("b"),)
+    assert [e.reason for e in gone.events] == ["MemberDeparted", "RebalanceCompleted"]
+
+
+def test_owners_are_read_only_for_members_whose_pod_is_gone():
+    first, members = run([member("a"), member("b")], control.Memory(), 0)
+    assert control.owners_to_read(inputs(members), first.memory) == frozenset()
+    only_a = [m for m in members if m.id == "a"]
+    assert control.owners_to_read(inputs(only_a), first.memory) == {("ReplicaSet", "b")}
+
+
+def test_a_known_permanent_departure_skips_the_delay_and_an_unknown_one_waits():
+    first, members = run([member("a"), member("b")], control.Memory(), 0)
+    only_a = [m for m in members if m.id == "a"]
+    waits = control.step(inputs(only_a, owners={
+        ("ReplicaSet", "b"): control.OwnerFacts(exists=True)}), first.memory, now_ms=10)
+    assert waits.memory.state.delay is not None
+    assert waits.plan is not None
+    assert waits.plan.unassigned
+    scaled = control.step(inputs(only_a, owners={
+        ("ReplicaSet", "b"): control.OwnerFacts(exists=False)}), first.memory, now_ms=10)
+    assert scaled.memory.state.delay is None
+    assert scaled.plan is not None
+    assert not scaled.plan.unassigned
+    unread = control.step(inputs(only_a), first.memory, now_ms=10)
+    assert unread.memory.permanent == {}  # not judged yet: asked again next round
+
+
+def test_a_restarted_leader_knows_departed_pods_owners_from_the_persisted_state():
+    first, members = run([member("a"), member("b")], control.Memory(), 0)
+    assert first.status is not None
+    persisted = state.encode(first.status.state, owners=first.status.owners)
+    assert persisted["owners"] == {"a": "ReplicaSet/a", "b": "ReplicaSet/b"}
+    configmaps = {w.member: views.ConfigMapView("default", views.configmap_name(w.member),
+                                                GROUP, w.member, "1",
+                                                codec.encode_assignment(w))
+                  for w in first.configmap_writes}
+    group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
+    restarted = control.restored(group, configmaps)
+    only_a = [m for m in settle(first, members) if m.id == "a"]
+    assert control.owners_to_read(inputs(only_a), restarted) == {("ReplicaSet", "b")}
+    scaled = control.step(inputs(only_a, owners={
+        ("ReplicaSet", "b"): control.OwnerFacts(exists=False)}), restarted, now_ms=10)
+    assert scaled.memory.state.delay is None
+
+
+def test_a_failed_configmap_write_keeps_the_previous_assignment_and_retries():
+    first, members = run([member("a")], control.Memory(), 0)
+    members = settle(first, members)
+    joined = control.step(inputs([*members, member("b")]), first.memory, now_ms=10)
+    assert joined.plan is not None
+    assert joined.plan.revoking
+    failed = joined.failed(frozenset({W("a")}), retry_ms=500)
+    assert failed.memory.state.assignments[W("a")] == first.memory.state.assignments[W("a")]
+    assert failed.memory.last_key is None  # the next round plans even if nothing changes
+    assert failed.wake_at_ms is not None
+    assert failed.wake_at_ms <= 10 + 500
+    assert failed.status is not None
+    assert failed.status.state == failed.memory.state
+
+
+def test_restore_keeps_a_resource_only_in_the_newest_configmap_that_assigns_it():
+    both = model.ConnectorsAndTasks.of(["A"], ["A-0"])
+    old = codec.encode_assignment(state.assignment_message(
+        group=GROUP, member="old", plan=model.MemberPlan(both, model.EMPTY, 3),
+        protocol=model.Protocol.COMPATIBLE, policy="kooper", delay_ms=0, leader="",
+        epochs={}, configs={}, states={}, incarnation="1"))
+    new = codec.encode_assignment(state.assignment_message(
+        group=GROUP, member="new", plan=model.MemberPlan(both, model.EMPTY, 4),
+        protocol=model.Protocol.COMPATIBLE, policy="kooper", delay_ms=0, leader="",
+        epochs={}, configs={}, states={}, incarnation="1"))
+    restored = state.restore({}, [("old", old), ("new", new)], group=GROUP).state
+    assert restored.assignments[W("new")] == both
+    assert restored.assignments[W("old")] == model.EMPTY
+    assert restored.generation == 4
+
+
+def test_ten_thousand_members_joining_and_leaving_under_random_names_leave_no_entry():
+    rng = random.Random(10)
+    memory = control.Memory()
+    caches = control.Caches()
+    live: dict[str, model.Member] = {}
+    joined = 0
+    now = 0
+    owners: dict[control.Owner, control.OwnerFacts] = {}
+    while joined < 10_000 or live:
+        now += 1_000
+        for name in rng.sample(sorted(live), k=min(len(live), rng.randint(0, 300))):
+            del live[name]  # scaled away: its ReplicaSet is gone
+        if joined < 10_000:
+            for _ in range(250):
+                name = f"w-{rng.getrandbits(48):012x}"
+                owned = model.ConnectorsAndTasks.of([], ["A-0"]) if rng.random() < 0.05 \
+                    else model.EMPTY  # a few claim work they were never given
+                live[name] = member(name, owned)
+                joined += 1
+        probe = inputs(list(live.values()), connectors={"A": 20})
+        owners = {owner: control.OwnerFacts(exists=False)
+                  for owner in control.owners_to_read(probe, memory)}
+        decided = control.step(dataclasses.replace(probe, owners=owners), memory,
+                               now_ms=now, caches=caches)
+        memory = decided.memory
+        live = {m.id: m for m in settle(decided, list(live.values()))}
+    assert memory.state.assignments == {}
+    assert memory.state.lost == {}
+    assert memory.state.incarnations == {}
+    assert memory.state.assigned_at == {}
+    assert memory.state.revoking == {}
+    for field in ("good_reports", "given", "pod_owners", "permanent", "configmaps"):
+        assert not getattr(memory, field), field
+    assert not [e for e in memory.reported.entries if e[2]]
+    assert caches.claims == {}
+    assert caches.members == {}
