@@ -56,7 +56,10 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
             "enabled": True,
             "labels": {"release": "prometheus"},
             "scrapeTimeout": "10s",
-        }
+        },
+        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"},
+                           "severity": "critical", "for": {"membersFenced": "1m"}},
+        "dashboard": {"enabled": True, "annotations": {"grafana_folder": "kooper"}},
     },
     "podDisruptionBudget": {"minAvailable": 1},
     "workers": {"namespaces": ["team-a", "team-b"]},

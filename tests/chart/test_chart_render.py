@@ -28,9 +28,13 @@ def test_every_rendered_object_validates_against_the_newest_kubernetes_schemas(r
     checked = 0
     for obj in conftest.objects(rendered):
         if obj["apiVersion"] == "monitoring.coreos.com/v1":
-            # The Prometheus Operator's CRDs are not part of Kubernetes: check the essentials.
-            assert obj["kind"] == "ServiceMonitor"
-            assert obj["spec"]["endpoints"][0]["port"] == "metrics"
+            # The Prometheus Operator's CRDs are not part of Kubernetes: check the essentials
+            # (test_observability.py checks the rules with promtool).
+            assert obj["kind"] in {"ServiceMonitor", "PrometheusRule"}
+            if obj["kind"] == "ServiceMonitor":
+                assert obj["spec"]["endpoints"][0]["port"] == "metrics"
+            else:
+                assert obj["spec"]["groups"][0]["rules"]
         elif obj["apiVersion"] == "kopf.dev/v1":
             assert obj["kind"] in {"ClusterKopfPeering", "KopfPeering"}
             if obj["kind"] in crds:  # installed by this release: check against that CRD
