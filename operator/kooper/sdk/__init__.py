@@ -21,12 +21,13 @@ image installs ``kooper`` and nothing else. A worker is three callbacks::
 ``Session`` is the sans-I/O core underneath, for other transports and simulators.
 """
 
-from kooper.sdk.client import OnAssigned, OnStopped, Worker
+from kooper.sdk.client import STUCK_EXIT_CODE, OnAssigned, OnStopped, Worker, WorkerStuckError
 from kooper.sdk.identity import Identity, IdentityError
 from kooper.sdk.identity import from_env as identity_from_env
 from kooper.sdk.kube import Api, ApiError, NoCredentialsError
 from kooper.sdk.session import (
     Action,
+    Exit,
     Pause,
     ReleaseLease,
     Resume,
@@ -38,9 +39,11 @@ from kooper.sdk.session import (
 from kooper.sdk.settings import Settings
 
 __all__ = [
+    "STUCK_EXIT_CODE",
     "Action",
     "Api",
     "ApiError",
+    "Exit",
     "Identity",
     "IdentityError",
     "NoCredentialsError",
@@ -54,6 +57,7 @@ __all__ = [
     "Start",
     "Stop",
     "Worker",
+    "WorkerStuckError",
     "WriteReport",
     "identity_from_env",
 ]

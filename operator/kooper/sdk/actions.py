@@ -68,4 +68,13 @@ class ReleaseLease:
     """Delete the Lease: the member is leaving for good."""
 
 
-Action = Start | Stop | Pause | Resume | WriteReport | ReleaseLease
+@dataclasses.dataclass(frozen=True, slots=True)
+class Exit:
+    """End the worker process now, non-zero, so the pod restarts: something may still
+    run that this member can no longer vouch for (a stop that outlived its timeout, or
+    work still running when the Lease may be about to expire). Never acknowledged."""
+
+    reason: str
+
+
+Action = Start | Stop | Pause | Resume | WriteReport | ReleaseLease | Exit

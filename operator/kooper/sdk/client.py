@@ -10,11 +10,18 @@ Four threads, one owner each:
 * the **main loop** owns the session: it feeds it assignments (from the watch,
   plus a slow re-read every ``resync_interval_s`` as a safety net), renewals and
   time, and runs the actions it returns;
-* a **pool** runs the user's callbacks. Callbacks of one batch run concurrently,
-  each bounded by ``callback_timeout_s``: a slow or failing callback is reported
-  in ``Report.failed``, never silently swallowed. A start that timed out keeps
-  its thread (threads cannot be killed): when it finally returns, the worker
-  stops what it started with ``on_lost``, because the member never owned it.
+* two **pools** run the user's callbacks, one for stops so that a fenced member's
+  stops never queue behind hung starts. The main loop never waits on a callback:
+  it hands each one to a pool and goes on turning (renewals, the fencing
+  deadline, new assignments), settling callbacks as they end. A start is bounded
+  by ``callback_timeout_s``: a slow or failing one is reported in
+  ``Report.failed``; it keeps its thread (threads cannot be killed), and when it
+  finally returns the worker stops what it started with ``on_lost``, because the
+  member never owned it. A stop is bounded by the stop timeout of the timing
+  budget: one still running past it **ends the process** (exit status
+  ``STUCK_EXIT_CODE``, the pod restarts) instead of leaving the task running
+  with nobody owning it; so does anything still running when the Lease may be
+  about to expire (``Session``'s ``Exit``).
 
 ``run(stop)`` returns after ``stop`` is set and the member left: every resource
 stopped, an empty report written, the Lease deleted.
@@ -23,13 +30,15 @@ stopped, an empty report written, the Lease deleted.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from kooper.core import errors, events
 from kooper.protocol import codec, member, messages
@@ -57,7 +66,27 @@ micro_time = lease.micro_time
 ACCEPTED_KEPT = 64
 """Generations whose acceptance time ``Worker.accepted_at`` keeps."""
 
+STUCK_EXIT_CODE = 3
+"""The worker process's exit status when it ends itself: a stop outlived its timeout, or
+work was still running when the Lease may have been about to expire."""
+
 _Callback = sdk_session.Start | sdk_session.Stop | sdk_session.Pause | sdk_session.Resume
+
+
+class WorkerStuckError(errors.KooperError):
+    """The process had to end (``Exit``) but the ``exit_process`` given to ``Worker``
+    returned (a test double): ``run`` raises this instead of carrying on."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Running:
+    """A callback handed to a pool and not settled yet."""
+
+    action: _Callback
+    name: str
+    future: concurrent.futures.Future[None]
+    deadline: float
+    timeout: float
 
 
 def _nothing(resource: str) -> None:
@@ -83,7 +112,10 @@ class Worker:
         incarnation: str | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        exit_process: Callable[[int], object] = os._exit,
     ) -> None:
+        """``exit_process`` ends the process (``os._exit``: no cleanup may wait on a hung
+        callback thread); tests pass a recorder."""
         self.api = api
         self.identity = identity
         self.settings = settings or sdk_settings.Settings()
@@ -99,11 +131,15 @@ class Worker:
         self._clock = clock
         self._wall = wall
         self._wake = threading.Event()
+        self._exit_process = exit_process
+        budget = self.settings.budget
         self.session = sdk_session.Session(
             member_name=identity.pod,
             incarnation=self.incarnation,
             protocols=self.settings.protocols,
-            lease_duration_ms=self.settings.lease_duration_s * 1000,
+            lease_duration_ms=round(budget.lease_duration_s * 1000),
+            stop_timeout_ms=round(budget.stop_timeout_s * 1000),
+            fence_margin_ms=round(budget.fence_margin_s * 1000),
         )
         self.keeper = lease.LeaseKeeper(
             api=api,
@@ -125,6 +161,11 @@ class Worker:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.settings.max_parallel_callbacks, thread_name_prefix="kooper-callback"
         )
+        self._stop_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.settings.max_parallel_callbacks, thread_name_prefix="kooper-stop"
+        )
+        self._running: list[_Running] = []
+        self._dead = False
         self._configmap_version = ""
         self._watch_sequence = 0
         self._next_resync = clock()
@@ -143,9 +184,9 @@ class Worker:
 
     @property
     def live(self) -> bool:
-        """The main loop is turning (not wedged in a callback past every timeout)."""
+        """The main loop is turning (it never waits on a callback, so it is never wedged)."""
         budget = 2 * self.settings.callback_timeout_s + 5 * self.settings.tick_interval_s + 5
-        return self._clock() - self._last_loop < budget
+        return not self._dead and self._clock() - self._last_loop < budget
 
     @property
     def ready(self) -> bool:
@@ -169,20 +210,15 @@ class Worker:
 
     def run(self, stop: threading.Event) -> None:
         """Join, serve assignments until ``stop`` is set, then leave gracefully."""
-        owner_uid = self._owner = self._owner_uid()
-        self.keeper.publish(codec.encode_report(self.session.report()))
         while True:
             try:
-                self.keeper.acquire(owner_uid)
+                self.join()
                 break
             except kube.ApiError as exc:
                 logger.warning("cannot create the Lease yet: %s", exc)
                 if stop.wait(min(self.settings.renew_interval_s, 2.0)):
                     return
-        self.session.join(self._now_ms())
-        self._seen_renewal = self.keeper.last_renewed
-        logger.info("joined as %s", self.keeper.holder)
-        self.keeper.start(owner_uid)
+        self.keeper.start(self._owner)
         self.watch.start()
         # The loop sleeps on its wake-up event; this turns ``stop`` into one too.
         threading.Thread(
@@ -192,24 +228,33 @@ class Worker:
             while not stop.is_set():
                 self._wake.clear()  # before step: a change during it wakes the next wait
                 self.step()
-                self._wake.wait(self.settings.tick_interval_s)
+                self._wake.wait(self._sleep_s())
         finally:
-            self.leave()
+            if not self._dead:
+                self.leave()
+
+    def join(self) -> None:
+        """Create the Lease (with an empty report) and join: the first half of ``run``.
+
+        Raises ``ApiError`` when the Lease cannot be written. ``run`` then renews the
+        Lease and turns ``step`` on a thread of its own; a test may call ``step`` itself.
+        """
+        owner_uid = self._owner = self._owner_uid()
+        self.keeper.publish(codec.encode_report(self.session.report()))
+        self.keeper.acquire(owner_uid)
+        self.session.join(self._now_ms())
+        self._seen_renewal = self.keeper.last_renewed
+        logger.info("joined as %s", self.keeper.holder)
 
     def _wake_on(self, stop: threading.Event) -> None:
         stop.wait()
         self._wake.set()
 
     def step(self) -> None:
-        """One turn: renewals, time and late callbacks into the session, read the
-        assignment, run the actions."""
+        """One turn, never blocking on a callback: renewals, time and finished or
+        overdue callbacks into the session, read the assignment, start the actions."""
         self._last_loop = now = self._clock()
-        renewed = self.keeper.last_renewed
-        if renewed is not None and renewed != self._seen_renewal:
-            self._seen_renewal = renewed
-            self.session.lease_renewed(int(renewed * 1000))
-        self.session.tick(self._now_ms())
-        self._take_late_returns()
+        self._feed_time()
         if member.accepts_assignments(self.session.state):
             sequence, configmap = self.watch.latest()
             if sequence != self._watch_sequence:
@@ -227,7 +272,13 @@ class Worker:
         self.watch.stop()
         self._take_late_returns()
         self.session.terminate()
-        self._run_actions()
+        while True:
+            self._wake.clear()
+            self._feed_time()
+            self._run_actions()
+            if self.session.state is member.MemberState.LEFT:
+                break
+            self._wake.wait(self._sleep_s())
         self.keeper.stop()
         with self._late_lock:
             self._closed = True
@@ -235,12 +286,42 @@ class Worker:
         for action, error in late:
             self._stop_orphan(action, error)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stop_pool.shutdown(wait=False, cancel_futures=True)
         logger.info("left: %s", self.session.state.value)
 
     # --- internals ----------------------------------------------------------------
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def _feed_time(self) -> None:
+        """Renewals, the clock, late starts, crashes and settled callbacks into the session."""
+        renewed = self.keeper.last_renewed
+        if renewed is not None and renewed != self._seen_renewal:
+            self._seen_renewal = renewed
+            self.session.lease_renewed(int(renewed * 1000))
+        self.session.tick(self._now_ms())
+        self._take_late_returns()
+        self._settle()
+
+    def _sleep_s(self) -> float:
+        """How long the loop may sleep: until the next tick, callback deadline or fence."""
+        now = self._clock()
+        wait = self.settings.tick_interval_s
+        if self._running:  # settled in order: only the first one's deadline matters
+            wait = min(wait, self._running[0].deadline - now)
+        wake_ms = self.session.wake_at_ms()
+        if wake_ms is not None:
+            wait = min(wait, wake_ms / 1000 - now)
+        return max(0.0, wait)
+
+    def _die(self, reason: str) -> NoReturn:
+        self._dead = True
+        logger.critical("ending the worker process (exit %d): %s", STUCK_EXIT_CODE, reason)
+        for handler in (*logger.handlers, *logging.getLogger().handlers):
+            handler.flush()
+        self._exit_process(STUCK_EXIT_CODE)
+        raise WorkerStuckError(reason)
 
     def _owner_uid(self) -> str:
         if self.identity.uid:
@@ -300,26 +381,14 @@ class Worker:
 
     def _run_actions(self) -> None:
         while batch := self.session.next_actions():
-            callbacks = [a for a in batch if isinstance(a, _Callback)]
-            if callbacks:
-                self._run_callbacks(callbacks)
             for action in batch:
-                if isinstance(action, sdk_session.WriteReport):
-                    try:
-                        text = codec.encode_report(action.report)
-                    except errors.LocalProtocolError as exc:
-                        # Never die on our own report: the Lease keeps the last one written
-                        # (what it says is still true enough for the operator's barrier:
-                        # everything added since was assigned to us). Retried next tick.
-                        logger.error("cannot write the report: %s", exc)
-                        self.session.done(action, error=str(exc))
-                        continue
-                    self.keeper.publish(text)
-                    if self.session.state is member.MemberState.LEAVING:
-                        # Written now, not by the keeper: the Lease is about to go.
-                        self.keeper.renew(self._owner)
-                    self.session.done(action)
-                elif isinstance(action, sdk_session.ReleaseLease):
+                if isinstance(action, sdk_session.Exit):
+                    self._die(action.reason)
+                elif isinstance(action, _Callback):
+                    self._submit(action)
+                elif isinstance(action, sdk_session.WriteReport):
+                    self._write_report(action)
+                else:
                     self.keeper.stop()
                     error = None
                     try:
@@ -328,6 +397,22 @@ class Worker:
                         error = str(exc)
                         logger.warning("cannot delete the Lease: %s", exc)
                     self.session.done(action, error=error)
+
+    def _write_report(self, action: sdk_session.WriteReport) -> None:
+        try:
+            text = codec.encode_report(action.report)
+        except errors.LocalProtocolError as exc:
+            # Never die on our own report: the Lease keeps the last one written (what it
+            # says is still true enough for the operator's barrier: everything added
+            # since was assigned to us). Retried after the next tick.
+            logger.error("cannot write the report: %s", exc)
+            self.session.done(action, error=str(exc))
+            return
+        self.keeper.publish(text)
+        if self.session.state is member.MemberState.LEAVING:
+            # Written now, not by the keeper: the Lease is about to go.
+            self.keeper.renew(self._owner)
+        self.session.done(action)
 
     def _callback_of(self, action: _Callback) -> tuple[str, Callable[..., None], tuple[Any, ...]]:
         if isinstance(action, sdk_session.Start):
@@ -342,33 +427,58 @@ class Worker:
             return "on_lost", self._on_lost, (action.resource,)
         return "on_revoked", self._on_revoked, (action.resource,)
 
-    def _run_callbacks(self, batch: list[_Callback]) -> None:
-        futures: list[tuple[_Callback, str, concurrent.futures.Future[None]]] = []
-        for action in batch:
-            name, callback, arguments = self._callback_of(action)
-            futures.append((action, name, self._pool.submit(callback, *arguments)))
-        timeout = self.settings.callback_timeout_s
-        deadline = self._clock() + timeout
-        for action, name, future in futures:
-            error = None
-            still_running = False
-            try:
-                future.result(timeout=max(0.0, deadline - self._clock()))
-            except concurrent.futures.TimeoutError:
-                error = f"{name} timed out after {timeout:g}s"
-                # Queued behind other callbacks and not begun: it never will. Begun: its
-                # thread goes on, and we must hear when it ends (a start that ends well
-                # leaves the resource running with nobody owning it).
-                if not future.cancel() and isinstance(action, sdk_session.Start):
-                    still_running = True
-            except Exception as exc:  # user code: report whatever it raised
-                error = f"{name} raised {type(exc).__name__}: {exc}"
-            if error is not None:
-                logger.error("%s(%s): %s", name, action.resource, error)
+    def _submit(self, action: _Callback) -> None:
+        name, callback, arguments = self._callback_of(action)
+        if isinstance(action, sdk_session.Stop):
+            pool, timeout = self._stop_pool, self.settings.budget.stop_timeout_s
+        else:
+            pool, timeout = self._pool, self.settings.callback_timeout_s
+        future = pool.submit(callback, *arguments)
+        future.add_done_callback(self._callback_ended)
+        self._running.append(_Running(action, name, future, self._clock() + timeout, timeout))
+
+    def _callback_ended(self, future: concurrent.futures.Future[None]) -> None:
+        self._wake.set()  # on the callback's thread: the main loop settles it
+
+    def _settle(self) -> None:
+        """Hand finished and overdue callbacks to the session, in the order they were
+        handed out (the event log keeps a batch's order): up to the first still running."""
+        now = self._clock()
+        while self._running:
+            entry = self._running[0]
+            if entry.future.done():
+                timed_out = False
+            elif now >= entry.deadline:
+                timed_out = True
+            else:
+                return
+            del self._running[0]
+            self._finish(entry, timed_out=timed_out)
+
+    def _finish(self, entry: _Running, *, timed_out: bool) -> None:
+        action, name = entry.action, entry.name
+        error = None
+        still_running = False
+        if timed_out:
+            error = f"{name} timed out after {entry.timeout:g}s"
+            # Queued behind other callbacks and not begun: it never will. A start that
+            # begun goes on in its thread, and we must hear when it ends (a start that
+            # ends well leaves the resource running with nobody owning it). A stop that
+            # did not finish, begun or not, leaves the resource running: the session
+            # ends the process.
+            cancelled = entry.future.cancel()
+            still_running = isinstance(action, sdk_session.Stop) or (
+                isinstance(action, sdk_session.Start) and not cancelled
+            )
+        elif (exc := entry.future.exception()) is not None:
+            error = f"{name} raised {type(exc).__name__}: {exc}"
+        if error is not None:
+            logger.error("%s(%s): %s", name, action.resource, error)
+        if not (still_running and isinstance(action, sdk_session.Stop)):
             self._emit(action, error)
-            self.session.done(action, error=error, still_running=still_running)
-            if still_running and isinstance(action, sdk_session.Start):
-                future.add_done_callback(functools.partial(self._late_return, action))
+        self.session.done(action, error=error, still_running=still_running)
+        if still_running and isinstance(action, sdk_session.Start):
+            entry.future.add_done_callback(functools.partial(self._late_return, action))
 
     def _late_return(
         self, action: sdk_session.Start, future: concurrent.futures.Future[None]

@@ -43,9 +43,17 @@ Rules it enforces (docs/protocol.md has the why):
 * The short-circuit: a member that speaks ``compatible`` and receives an
   ``eager`` assignment that stops something treats those resources as *lost*
   (``Stop(lost=True)``: ``on_lost``, no committing), never as revoked.
-* Self-fencing: when the Lease was not renewed for the lease duration, every
-  resource is stopped as lost, and nothing restarts until the Lease is back
-  and an assignment with a newer generation arrives.
+* Self-fencing, by the timing budget (``protocol.timing``): when the Lease went
+  unrenewed for ``lease - stop timeout - margin`` (counted from when the last
+  successful renewal was *sent*), every resource stops as lost, at once, even
+  while another batch of callbacks still runs; nothing restarts until the Lease
+  is back and an assignment with a newer generation arrives.
+* Nothing runs unowned: a stop whose callback outlived its timeout
+  (``done(..., still_running=True)``), or anything that may still run at
+  ``lease - margin`` after the last renewal (a stop or start in flight, a start
+  left running), makes the session answer ``Exit``: the transport ends the
+  process (the pod restarts) rather than let the operator hand the work to
+  someone else while it runs here.
 * ``terminate`` (SIGTERM): stop everything (gracefully, ``on_revoked``), report
   owning nothing, then ``ReleaseLease``.
 """
@@ -70,6 +78,7 @@ Pause = actions.Pause
 Resume = actions.Resume
 WriteReport = actions.WriteReport
 ReleaseLease = actions.ReleaseLease
+Exit = actions.Exit
 Action = actions.Action
 
 PAUSED = "paused"
@@ -107,13 +116,33 @@ class Session:
         incarnation: str,
         protocols: frozenset[model.Protocol],
         lease_duration_ms: int,
+        stop_timeout_ms: int = 0,
+        fence_margin_ms: int = 0,
     ) -> None:
+        """``stop_timeout_ms`` and ``fence_margin_ms`` are the timing budget's ``S`` and
+        ``M``: the member fences itself ``lease - S - M`` after its last renewal and
+        ends at ``lease - M`` if something may still run. With both 0 it fences at
+        ``lease`` and never asks to end (timing-only fencing, for simulators that do
+        not model stop timeouts)."""
         if not protocols:
             raise errors.LocalProtocolError("a member must speak at least one protocol")
+        if stop_timeout_ms < 0 or fence_margin_ms < 0 or (
+            stop_timeout_ms + fence_margin_ms >= lease_duration_ms
+        ):
+            raise errors.LocalProtocolError(
+                f"stop timeout {stop_timeout_ms} ms + margin {fence_margin_ms} ms leave no "
+                f"time to fence within a {lease_duration_ms} ms lease"
+            )
         self.member_name = member_name
         self.incarnation = incarnation
         self.protocols = protocols
         self.lease_duration_ms = lease_duration_ms
+        self.fence_after_ms = lease_duration_ms - stop_timeout_ms - fence_margin_ms
+        """Unrenewed this long (since the last renewal was sent), the member fences itself."""
+        self.deadline_ms = lease_duration_ms - fence_margin_ms if stop_timeout_ms else None
+        """Unrenewed this long, anything that may still run ends the process (None: never)."""
+        self.exit_reason: str | None = None
+        """Why the process must end (``Exit``), once it must."""
         self.state = _S.UNJOINED
         self.assignment: messages.Assignment | None = None
         """The last accepted assignment (group, protocol, policy for the event log)."""
@@ -273,11 +302,24 @@ class Session:
             self._report_dirty = True
 
     def tick(self, now_ms: int) -> None:
-        """Time passed: fence ourselves if the Lease went unrenewed for its duration."""
+        """Time passed: fence ourselves, or give up on the process, by the timing budget."""
         self._report_backoff = False
+        unrenewed = now_ms - self._last_renewed_ms
+        if (
+            self.deadline_ms is not None
+            and unrenewed >= self.deadline_ms
+            and self.exit_reason is None
+            and self._may_still_run()
+        ):
+            running = sorted(self._may_still_run(), key=model.resource_sort_key)
+            self.exit_reason = (
+                f"the Lease went unrenewed for {unrenewed} ms and {len(running)} resources "
+                f"may still run ({', '.join(running[:5])}): ending the process before the "
+                "operator may give them to another member"
+            )
         if self.state not in member.LIVE_STATES:
             return
-        if now_ms - self._last_renewed_ms >= self.lease_duration_ms:
+        if unrenewed >= self.fence_after_ms:
             self._step(_I.LEASE_LOST)
             self._fenced = True
             self.fencings += 1
@@ -296,8 +338,24 @@ class Session:
 
     # --- outputs ------------------------------------------------------------------
 
+    def wake_at_ms(self) -> int | None:
+        """When ``tick`` next has something to decide (fence, or end): wake up then."""
+        if self.state in member.LIVE_STATES:
+            return self._last_renewed_ms + self.fence_after_ms
+        if self.deadline_ms is not None and self._may_still_run():
+            return self._last_renewed_ms + self.deadline_ms
+        return None
+
     def next_actions(self) -> list[Action]:
-        """The next batch to run; empty while a batch is in flight or nothing is left."""
+        """The next batch to run; empty while a batch is in flight or nothing is left.
+
+        Two exceptions: ``[Exit]`` whenever the process must end, and a fenced member's
+        stops, which do not wait for a batch still in flight.
+        """
+        if self.exit_reason is not None:
+            return [Exit(self.exit_reason)]
+        if self._in_flight and self.state is _S.FENCED:
+            return self._fence_now()
         if self._in_flight or self.state in (_S.LEFT, _S.UNJOINED):
             return []
         batch: list[Action] = []
@@ -346,11 +404,19 @@ class Session:
         ``still_running``: a ``Start`` timed out and its callback thread goes on (a
         thread cannot be killed). Pass what it finally did to ``late_start_returned``.
         """
-        if still_running and not (isinstance(action, Start) and error is not None):
-            raise errors.LocalProtocolError("only a failed start can be left running")
+        if still_running and not (isinstance(action, Start | Stop) and error is not None):
+            raise errors.LocalProtocolError("only a failed start or stop can be left running")
         if self._in_flight.pop(id(action), None) is None:
             raise errors.LocalProtocolError(f"{action!r} was not in flight")
-        if isinstance(action, Stop) and action.cleanup:
+        if isinstance(action, Stop) and still_running:
+            # Counting it as stopped would leave it running with nobody owning it.
+            self._record(action.resource, error)
+            self._report_dirty = True
+            self.exit_reason = (
+                f"stopping {action.resource} did not finish ({error}): ending the process "
+                "so that it cannot keep running unowned"
+            )
+        elif isinstance(action, Stop) and action.cleanup:
             self._cleanup.discard(action.resource)
             self._zombies.pop(action.resource, None)
             if error is not None:
@@ -455,6 +521,38 @@ class Session:
         )
 
     # --- internals ----------------------------------------------------------------
+
+    def _may_still_run(self) -> set[str]:
+        """Resources that may run now: owned, or with a start or stop still running."""
+        running = set(self._owned) | set(self._zombies) | self._cleanup
+        running.update(
+            action.resource
+            for action in self._in_flight.values()
+            if isinstance(action, Start | Stop | Pause | Resume)
+        )
+        return running
+
+    def _fence_now(self) -> list[Action]:
+        # Fenced while callbacks run: stop everything owned that no callback is busy
+        # with now (a busy one gets its stop when its callback ends).
+        busy = {
+            action.resource
+            for action in self._in_flight.values()
+            if isinstance(action, Start | Stop | Pause | Resume)
+        }
+        protocol = self._protocol()
+        batch: list[Action] = [
+            Stop(
+                resource=resource,
+                lost=True,
+                generation=self._accepted_generation,
+                protocol=protocol,
+            )
+            for resource in sorted(self._owned, key=model.resource_sort_key)
+            if resource not in busy
+        ]
+        self._in_flight.update((id(action), action) for action in batch)
+        return batch
 
     def _step(self, event: member.MemberInput) -> None:
         self.state = member.transition(self.state, event)
