@@ -263,22 +263,38 @@ def test_every_document_names_the_incarnation_it_was_planned_for():
 def test_placement_reports_only_connectors_whose_resources_changed_member():
     from kooper.control import placement
 
-    def cat(*tasks):
-        return model.ConnectorsAndTasks.of(
-            [t for t in tasks if "-" not in t], [t for t in tasks if "-" in t])
+    def cat(connectors, tasks=()):
+        return model.ConnectorsAndTasks.of(connectors, tasks)
 
     where = placement.Placement()
-    assert where.update({W("a"): cat("A", "A-0", "my-conn-1"), W("b"): cat("B-0")}) == {
-        "A", "my-conn", "B"}
-    assert where.where == {"A": "a", "A-0": "a", "my-conn-1": "a", "B-0": "b"}
+    assert where.update({W("a"): cat(["A"], ["A-0", "my-conn-1"]), W("b"): cat([], ["B-0"])}
+                        ) == {"A", "my-conn", "B"}
+    assert where.connectors == {"A": "a"}
+    assert where.tasks == {"A-0": "a", "my-conn-1": "a", "B-0": "b"}
     same = where.by_member[W("a")]
-    assert where.update({W("a"): same, W("b"): cat("B-0")}) == set()
+    assert where.update({W("a"): same, W("b"): cat([], ["B-0"])}) == set()
     # A-0 moves from a to b (b is updated first: the removal from a must not drop it).
-    assert where.update({W("b"): cat("B-0", "A-0"), W("a"): cat("A", "my-conn-1")}) == {"A"}
-    assert where.where["A-0"] == "b"
+    assert where.update({W("b"): cat([], ["B-0", "A-0"]), W("a"): cat(["A"], ["my-conn-1"])}
+                        ) == {"A"}
+    assert where.tasks["A-0"] == "b"
     # b departs: its resources are nowhere.
-    assert where.update({W("a"): cat("A", "my-conn-1")}) == {"A", "B"}
-    assert where.where == {"A": "a", "my-conn-1": "a"}
+    assert where.update({W("a"): cat(["A"], ["my-conn-1"])}) == {"A", "B"}
+    assert where.tasks == {"my-conn-1": "a"}
+
+
+def test_placement_tells_connector_db_1_from_task_1_of_connector_db():
+    from kooper.control import placement
+
+    where = placement.Placement()
+    both = model.ConnectorsAndTasks.of(["db", "db-1", "a-b"], ["db-1", "a-b-2", "db-1-0"])
+    assert where.update({W("a"): both}) == {"db", "db-1", "a-b"}
+    assert where.connectors == {"db": "a", "db-1": "a", "a-b": "a"}
+    # Only connector db-1's instance moves: db-1's status is refreshed, not db's.
+    moved = model.ConnectorsAndTasks.of(["db", "a-b"], ["db-1", "a-b-2", "db-1-0"])
+    assert where.update({W("a"): moved, W("b"): model.ConnectorsAndTasks.of(["db-1"], [])}
+                        ) == {"db-1"}
+    assert where.connectors["db-1"] == "b"
+    assert where.tasks["db-1"] == "a"  # task 1 of db stays where it was
 
 
 def test_state_encoding_reuses_the_last_epochs_only_when_nothing_they_depend_on_changed():

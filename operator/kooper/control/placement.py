@@ -14,19 +14,19 @@ from collections.abc import Mapping
 from kooper.core import ids, model
 
 
-def connector_of(resource: str) -> str:
-    """The connector a resource belongs to: itself for an instance, its prefix for a task."""
-    connector, sep, number = resource.rpartition("-")
-    return connector if sep and number.isdigit() else resource
-
-
 class Placement:
-    """``resource → member`` built from ``member → resources``, updated incrementally."""
+    """``resource → member`` built from ``member → resources``, updated incrementally.
+
+    Connector instances and tasks are kept apart (``connectors`` and ``tasks``): the
+    instance of connector ``db-1`` and task 1 of connector ``db`` have the same id.
+    """
 
     def __init__(self) -> None:
         self.by_member: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
-        self.where: dict[str, ids.WorkerId] = {}
-        """Each resource to the member whose set holds it (the last one updated, if two do)."""
+        self.connectors: dict[str, ids.WorkerId] = {}
+        """Each connector instance to the member whose set holds it."""
+        self.tasks: dict[str, ids.WorkerId] = {}
+        """Each task to the member whose set holds it (the last one updated, if two do)."""
 
     def update(self, sets: Mapping[ids.WorkerId, model.ConnectorsAndTasks]) -> set[str]:
         """Replace every member's set with ``sets``; return the connectors that changed."""
@@ -38,16 +38,24 @@ class Placement:
             if old is new or old == new:
                 continue
             self._remove(member, old.difference(new), dirty)
-            for resource in (*new.connectors, *new.tasks):
-                if self.where.get(resource) != member:
-                    self.where[resource] = member
-                    dirty.add(connector_of(resource))
+            for connector in new.connectors:
+                if self.connectors.get(connector) != member:
+                    self.connectors[connector] = member
+                    dirty.add(connector)
+            for task in new.tasks:
+                if self.tasks.get(task) != member:
+                    self.tasks[task] = member
+                    dirty.add(ids.task_connector(task))
             self.by_member[member] = new
         return dirty
 
     def _remove(self, member: ids.WorkerId, resources: model.ConnectorsAndTasks,
                 dirty: set[str]) -> None:
-        for resource in (*resources.connectors, *resources.tasks):
-            if self.where.get(resource) == member:
-                del self.where[resource]
-                dirty.add(connector_of(resource))
+        for connector in resources.connectors:
+            if self.connectors.get(connector) == member:
+                del self.connectors[connector]
+                dirty.add(connector)
+        for task in resources.tasks:
+            if self.tasks.get(task) == member:
+                del self.tasks[task]
+                dirty.add(ids.task_connector(task))

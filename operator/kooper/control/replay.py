@@ -17,7 +17,7 @@ from typing import Any
 
 from kooper.control import modelled
 from kooper.control import step as control
-from kooper.core import assignor, errors, ids, model
+from kooper.core import assignor, defaults, errors, ids, model
 
 
 class ScenarioError(errors.KooperError):
@@ -100,7 +100,7 @@ def parse_resources(value: object, where: str) -> model.ConnectorsAndTasks:
     connectors = _names(body.get("connectors", []), f"{where}.connectors")
     tasks = _names(body.get("tasks", []), f"{where}.tasks")
     for task in tasks:
-        if not model.task_connector(task) or not task.rpartition("-")[2].isdigit():
+        if ids.split_task(task) is None:
             raise ScenarioError(f"{where}.tasks: {task!r} is not a task id like 'A-0'")
     return model.ConnectorsAndTasks.of(connectors, tasks)
 
@@ -230,9 +230,10 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
     if unknown:
         raise ScenarioError(f"unknown top-level field {sorted(unknown)[0]!r}")
     settings = model.Settings(
-        protocol=_enum(model.Protocol, body.get("protocol", "compatible"), "protocol"),
-        policy=_enum(model.Policy, body.get("policy", "kooper"), "policy"),
-        max_delay_ms=_int(body.get("max_delay_ms", 300_000), "max_delay_ms"),
+        protocol=_enum(model.Protocol, body.get("protocol", defaults.PROTOCOL), "protocol"),
+        policy=_enum(model.Policy, body.get("policy", defaults.POLICY), "policy"),
+        max_delay_ms=_int(body.get("max_delay_ms", defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS),
+                          "max_delay_ms"),
     )
     connectors = {
         _expect_type(name, str, "connectors"): _int(count, f"connectors.{name}")

@@ -206,11 +206,13 @@ def connector_status(
     epochs: Mapping[str, int],
     group_exists: bool,
     restart: Mapping[str, Any] | None = None,
+    instances: Mapping[str, ids.WorkerId] | None = None,
 ) -> dict[str, Any]:
     """A Connector's ``status`` (without conditions' timestamps settled).
 
-    ``holders`` maps each assigned resource to its member; ``owned`` maps each
-    resource a member reports running to that member. ``restart`` is the last
+    ``holders`` maps each assigned task to its member; ``owned`` maps each task a
+    member reports running to that member; ``instances`` maps each assigned
+    connector instance to its member (``holders`` when not given). ``restart`` is the last
     ``kooper.dev/restart`` value acted on (``observed``, ``time``,
     ``rebalanceGeneration``), kept so a restarted operator does not act on it again.
     """
@@ -233,7 +235,7 @@ def connector_status(
             entry["worker"] = worker
         tasks.append(entry)
     unassigned = sum(1 for t in tasks if t["state"] == "UNASSIGNED")
-    instance = holders.get(connector.name)
+    instance = (instances if instances is not None else holders).get(connector.name)
     if not group_exists:
         wanted = [
             Condition("Ready", False, "WorkerGroupNotFound",

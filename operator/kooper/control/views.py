@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kooper.core import errors, model
+from kooper.core import defaults, errors, model
 from kooper.protocol import codec, messages
 
 GROUP = "kooper.dev"
@@ -141,13 +141,14 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
     """A WorkerGroup body as a view (spec defaults as in the CRD)."""
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
-    protocol = spec.get("protocol", "compatible")
-    policy = spec.get("policy", "kooper")
+    protocol = spec.get("protocol", defaults.PROTOCOL)
+    policy = spec.get("policy", defaults.POLICY)
     settings = model.Settings(
-        protocol=model.Protocol(protocol) if protocol in ("eager", "compatible")
-        else model.Protocol.COMPATIBLE,
-        policy=model.Policy(policy) if policy in ("kooper", "kip415") else model.Policy.KOOPER,
-        max_delay_ms=parse_duration_ms(spec.get("scheduledRebalanceMaxDelay"), 300_000),
+        protocol=model.Protocol(protocol if protocol in ("eager", "compatible")
+                                else defaults.PROTOCOL),
+        policy=model.Policy(policy if policy in ("kooper", "kip415") else defaults.POLICY),
+        max_delay_ms=parse_duration_ms(spec.get("scheduledRebalanceMaxDelay"),
+                                       defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS),
     )
     return GroupView(
         namespace=str(meta.get("namespace", "")),
@@ -157,8 +158,8 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         resource_version=str(meta.get("resourceVersion", "")),
         selector=parse_selector(spec.get("selector")),
         settings=settings,
-        lease_duration_s=_int(spec.get("leaseDurationSeconds"), 30),
-        clock_skew_s=_int(spec.get("clockSkewSeconds"), 5),
+        lease_duration_s=_int(spec.get("leaseDurationSeconds"), defaults.LEASE_DURATION_S),
+        clock_skew_s=_int(spec.get("clockSkewSeconds"), defaults.CLOCK_SKEW_S),
         status=dict(body.get("status") or {}),
     )
 
@@ -184,16 +185,16 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
     config = spec.get("config") or {}
-    state = spec.get("state", "running")
+    state = spec.get("state", defaults.CONNECTOR_STATE)
     return ConnectorView(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         generation=int(meta.get("generation") or 0),
         group=str(spec.get("workerGroup", "")),
-        tasks_max=max(0, _int(spec.get("tasksMax"), 1)),
+        tasks_max=max(0, _int(spec.get("tasksMax"), defaults.TASKS_MAX)),
         config={str(k): str(v) for k, v in config.items()} if isinstance(config, Mapping) else {},
-        state=state if state in ("running", "paused", "stopped") else "running",
+        state=state if state in ("running", "paused", "stopped") else defaults.CONNECTOR_STATE,
         restart=str((meta.get("annotations") or {}).get(RESTART_ANNOTATION, "")),
         status=dict(body.get("status") or {}),
     )

@@ -958,12 +958,12 @@ class _Groups:
             if before is new:
                 continue
             for task in before - new:
-                _uncount(counts, task.rpartition("-")[0], member)
+                _uncount(counts, ids.task_connector(task), member)
             for task in new - before:
-                counts[task.rpartition("-")[0]][member] += 1
+                counts[ids.task_connector(task)][member] += 1
         for member in old.keys() - sets.keys():
             for task in old[member]:
-                _uncount(counts, task.rpartition("-")[0], member)
+                _uncount(counts, ids.task_connector(task), member)
         self.sets = dict(sets)
 
     def of(
@@ -976,11 +976,11 @@ class _Groups:
             if tasks is base:
                 continue
             for task in base.difference(tasks):
-                group = task.rpartition("-")[0]
+                group = ids.task_connector(task)
                 if group in result:
                     _uncount(result, group, member)
             for task in set(tasks).difference(base):
-                group = task.rpartition("-")[0]
+                group = ids.task_connector(task)
                 if group in result:
                     result[group][member] += 1
         return result

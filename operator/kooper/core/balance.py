@@ -73,7 +73,7 @@ def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
         return []
     by_connector: dict[str, list[str]] = defaultdict(list)
     for task in tasks:
-        by_connector[task.rpartition("-")[0]].append(task)
+        by_connector[ids.task_connector(task)].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do).
     names = sorted(by_connector, reverse=True)
@@ -88,7 +88,7 @@ def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
         numbers = numbers_of.get(rank)
         if numbers is None:
             numbers = numbers_of[rank] = sorted(
-                int(task.rpartition("-")[2]) for task in by_connector[names[rank]]
+                ids.task_number(task) for task in by_connector[names[rank]]
             )
         chosen.append(f"{names[rank]}-{numbers.pop()}")
         if numbers:
@@ -221,7 +221,7 @@ def _pop_fewest(
 
 def task_group(task: str) -> str:
     """The spreading group of a task: its connector."""
-    return task.rpartition("-")[0]
+    return ids.task_connector(task)
 
 
 def count_groups(
@@ -234,7 +234,7 @@ def count_groups(
         return counts
     for member, tasks in holdings.items():
         for task in tasks:
-            group = task.rpartition("-")[0]
+            group = ids.task_connector(task)
             if group in wanted:
                 counts[group][member] += 1
     return counts

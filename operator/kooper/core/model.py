@@ -15,30 +15,18 @@ import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
 
-from kooper.core import ids
+from kooper.core import defaults, ids
 
-
-def task_id(connector: str, number: int) -> ids.TaskId:
-    """The id of task ``number`` of ``connector`` (``task_id("A", 0) == "A-0"``)."""
-    return ids.TaskId(f"{connector}-{number}")
-
-
-def task_connector(task: str) -> ids.ConnectorName:
-    """The connector a task id belongs to (connector names may contain dashes)."""
-    return ids.ConnectorName(task.rpartition("-")[0])
-
-
-def task_number(task: str) -> int:
-    """The task's number within its connector."""
-    return int(task.rpartition("-")[2])
+task_id = ids.task_id
+task_connector = ids.task_connector
+task_number = ids.task_number
+"""Task ids are parsed in one place: ``core.ids``."""
 
 
 def resource_sort_key(resource: str) -> tuple[str, int]:
     """Order resources as KIP-415 lists them: by connector, the instance before its tasks."""
-    connector, sep, number = resource.rpartition("-")
-    if sep and number.isdigit():
-        return (connector, int(number) + 1)
-    return (resource, 0)
+    task = ids.split_task(resource)
+    return (task[0], task[1] + 1) if task is not None else (resource, 0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,7 +121,7 @@ class Settings:
 
     protocol: Protocol = Protocol.COMPATIBLE
     policy: Policy = Policy.KOOPER
-    max_delay_ms: int = 300_000
+    max_delay_ms: int = defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS
     """``scheduled.rebalance.max.delay.ms``: 0 disables the delay."""
 
 

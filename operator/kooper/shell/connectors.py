@@ -86,7 +86,7 @@ class ConnectorStatuses:
         dirty |= self._holders.update(
             {member: part.assigned for member, part in work.plan.members.items()})
         dirty |= self._owned.update({m: live.owned for m, live in work.snapshot.members.items()})
-        holders, owned = self._holders.where, self._owned.where
+        holders, owned = self._holders.tasks, self._owned.tasks
         present = {connector.name for connector in work.connectors}
         for name in [n for n in self.patched if n not in present]:
             del self.patched[name]
@@ -105,7 +105,8 @@ class ConnectorStatuses:
             restart = work.restarts.get(connector.name) or base.get("restart")
             wanted = status.connector_status(
                 connector, holders=holders, owned=owned, epochs=work.plan.state.epochs,
-                group_exists=True, restart=restart if isinstance(restart, Mapping) else None)
+                group_exists=True, restart=restart if isinstance(restart, Mapping) else None,
+                instances=self._holders.connectors)
             settled = status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)
