@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kooper.commands import options
-from kooper.core import errors, model
+from kooper.core import defaults, errors, model
 from kooper.core import events as ev
 from kooper.sim import chaos, metrics, runner, scenarios
 
@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="compatible",
                         help="compatible: cooperative; eager: every round stops everything "
                              "(default compatible)")
-    parser.add_argument("--delay-ms", type=options.int_at_least(0), default=300_000,
+    parser.add_argument("--delay-ms", type=options.int_at_least(0),
+                        default=defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS,
                         metavar="MS",
                         help="scheduled.rebalance.max.delay.ms (default 300000: 5 minutes)")
     parser.add_argument("--seed", type=int, default=0,

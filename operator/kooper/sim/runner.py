@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 
 from kooper.control import modelled, state, views
 from kooper.control import step as control
-from kooper.core import assignor, ids, model
+from kooper.core import assignor, defaults, ids, model
 from kooper.core import events as ev
 from kooper.protocol import codec, messages
 from kooper.sdk import session as sdk_session
@@ -89,7 +89,7 @@ class Config:
     """Tasks per connector."""
     policy: model.Policy = model.Policy.KOOPER
     protocol: model.Protocol = model.Protocol.COMPATIBLE
-    delay_ms: int = 300_000
+    delay_ms: int = defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS
     seed: int = 0
     latencies: Latencies = Latencies()
     faults: Faults = Faults()

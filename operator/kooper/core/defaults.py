@@ -1,0 +1,22 @@
+"""Every default of the WorkerGroup and Connector specs, in one place.
+
+The CRDs (``crds/*.yaml``, copied into the chart) write the same values as their
+``default:``s; ``tests/control/test_defaults.py`` fails when the two drift.
+"""
+
+SCHEDULED_REBALANCE_MAX_DELAY = "300s"
+"""``spec.scheduledRebalanceMaxDelay`` as the CRD writes it (KIP-415's default)."""
+SCHEDULED_REBALANCE_MAX_DELAY_MS = 300_000
+"""The same delay in milliseconds, as ``model.Settings`` and ``kooper replay`` use it."""
+PROTOCOL = "compatible"
+"""``spec.protocol``."""
+POLICY = "kooper"
+"""``spec.policy``."""
+LEASE_DURATION_S = 30
+"""``spec.leaseDurationSeconds``."""
+CLOCK_SKEW_S = 5
+"""``spec.clockSkewSeconds``."""
+TASKS_MAX = 1
+"""``Connector.spec.tasksMax``."""
+CONNECTOR_STATE = "running"
+"""``Connector.spec.state``."""
