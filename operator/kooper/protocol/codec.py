@@ -748,3 +748,18 @@ def decode_report(data: str | bytes) -> messages.Report:
 def known_versions() -> Iterable[int]:
     """The wire versions this build decodes natively."""
     return sorted(DECODERS)
+
+
+def encode_resources(resources: model.ConnectorsAndTasks) -> dict[str, Any]:
+    """A resource set as the JSON value the documents carry.
+
+    ``{"connectors": ["A"], "tasks": {"A": [0, 1]}}``: the shape of ``assigned`` in
+    ``assignment.json``, reused wherever else kooper stores resource sets (the lost
+    sets in ``WorkerGroup.status.state``), so that one codec owns it.
+    """
+    return dict(json.loads(_resources_text(resources.connectors, _group_tasks(resources.tasks))))
+
+
+def decode_resources(value: object, where: str = "resources") -> model.ConnectorsAndTasks:
+    """The inverse of ``encode_resources``; raises ``RemoteProtocolError`` naming the field."""
+    return _decode_resources(value, where)[0]
