@@ -176,3 +176,15 @@ def test_ten_thousand_members_joining_and_leaving_under_random_names_leave_no_en
     assert not [e for e in memory.reported.entries if e[2]]
     assert caches.claims == {}
     assert caches.members == {}
+
+
+def test_the_persisted_lost_sets_use_the_wire_codec_and_survive_dashed_names():
+    lost = model.ConnectorsAndTasks.of(["db-1"], ["db-1-0", "a-b-2", "db-10"])
+    planner = model.PlanState(generation=3, lost={W("gone"): lost},
+                              delay=model.Delay(deadline_ms=5_000))
+    document = state.encode(planner)
+    assert document["lost"]["gone"] == codec.encode_resources(lost)
+    assert document["lost"]["gone"]["tasks"] == {"db-1": [0], "a-b": [2], "db": [10]}
+    assert state.restore(document, [], group=GROUP).state.lost == {W("gone"): lost}
+    broken = {**document, "lost": {"gone": {"tasks": {"A": ["x"]}}}}
+    assert state.restore(broken, [], group=GROUP).state.lost == {}

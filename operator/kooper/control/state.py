@@ -5,7 +5,8 @@ what exists nowhere else (lost sets by member, the delay's candidates, member
 incarnations, the eager flag, and the epochs of resources that no ConfigMap
 assigns). Per-member assignments are *not* in it: the ConfigMaps are the
 assignments, so on restart ``restore`` reads them back, with the epochs of
-assigned resources and the generation each was written at.
+assigned resources and the generation each was written at. Resource sets are in
+the wire shape of ``protocol.codec`` (``encode_resources``): one codec.
 
 The order of writes in a round makes this safe (see ``rounds.py``): changed
 ConfigMaps first, then the status, then deletions of departed members'
@@ -24,32 +25,6 @@ from kooper.core import errors, ids, model
 from kooper.protocol import codec, messages
 
 STATE_VERSION = 1
-
-
-def encode_resources(resources: model.ConnectorsAndTasks) -> dict[str, Any]:
-    """Resources as ``{"connectors": [...], "tasks": {"A": [0, 1]}}`` (compact)."""
-    tasks: dict[str, list[int]] = {}
-    for task in resources.tasks:
-        tasks.setdefault(model.task_connector(task), []).append(model.task_number(task))
-    for numbers in tasks.values():
-        numbers.sort()
-    return {"connectors": sorted(resources.connectors), "tasks": tasks}
-
-
-def decode_resources(raw: object) -> model.ConnectorsAndTasks:
-    """The inverse of ``encode_resources``; tolerates missing keys."""
-    if not isinstance(raw, Mapping):
-        return model.EMPTY
-    tasks = raw.get("tasks") or {}
-    return model.ConnectorsAndTasks.of(
-        (str(name) for name in raw.get("connectors") or ()),
-        (
-            f"{connector}-{number}"
-            for connector, numbers in (tasks.items() if isinstance(tasks, Mapping) else ())
-            for number in numbers
-            if isinstance(number, int)
-        ),
-    )
 
 
 def encode(
@@ -85,7 +60,7 @@ def encode(
         },
         "incarnations": dict(sorted(state.incarnations.items())),
         "lost": {
-            member: encode_resources(resources)
+            member: codec.encode_resources(resources)
             for member, resources in sorted(state.lost.items())
             if resources
         },
@@ -163,7 +138,11 @@ def restore(
     assigned_anywhere = model.ConnectorsAndTasks(frozenset(connectors), frozenset(tasks))
     lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member, raw_resources in (document.get("lost") or {}).items():
-        resources = decode_resources(raw_resources).difference(assigned_anywhere)
+        try:
+            resources = codec.decode_resources(raw_resources, f"status.state.lost[{member!r}]")
+        except errors.RemoteProtocolError:
+            continue  # Unreadable: nothing is known lost from it (the round reassigns it).
+        resources = resources.difference(assigned_anywhere)
         if resources:
             lost[ids.WorkerId(str(member))] = resources
     delay: model.Delay | None = None
