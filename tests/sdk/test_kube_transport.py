@@ -98,3 +98,22 @@ def test_missing_identity_names_every_missing_variable_and_the_fix():
     assert "POD_NAME is not set" in message
     assert "POD_NAMESPACE is not set" in message
     assert "fieldRef metadata.name" in message
+
+
+def test_the_operator_and_the_worker_build_requests_with_the_one_builder():
+    from kooper.sdk import kube as sdk_kube
+
+    built = sdk_kube.build_request(
+        "PATCH", sdk_kube.custom_resource_path("workergroups", "ns", "wg") + "/status",
+        body={"status": {"a": 1}}, content_type=sdk_kube.MERGE_PATCH,
+        query={"labelSelector": "a=b"}, token="t0k")
+    assert built.target == "/apis/kooper.dev/v1alpha1/namespaces/ns/workergroups/wg/status" \
+        "?labelSelector=a%3Db"
+    assert built.body == b'{"status":{"a":1}}'
+    assert built.headers == {"Accept": "application/json", "Content-Type": sdk_kube.MERGE_PATCH,
+                             "Authorization": "Bearer t0k"}
+    assert sdk_kube.build_request("GET", "/x").headers == {"Accept": "application/json"}
+    assert sdk_kube.error_message(b'{"kind":"Status","message":"gone"}', "Not Found") == "gone"
+    assert sdk_kube.error_message(b"<html>", "Not Found") == "Not Found"
+    assert sdk_kube.decode_answer(b"") == {}
+    assert sdk_kube.decode_answer(b"nope") is None

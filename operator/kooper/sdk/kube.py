@@ -9,11 +9,16 @@ every request because the kubelet rotates it.
 Errors: every failure is an ``ApiError`` with the HTTP status (0 when the API
 could not be reached), the transport's exception chained as its cause, so callers
 never catch urllib's exceptions.
+
+``build_request`` and the ``*_path`` functions are the one request builder: the
+operator's asyncio client (``shell.kube``) sends what they build too, like
+lightkube's sync and async clients share theirs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import json
 import os
@@ -45,6 +50,54 @@ class ApiError(errors.KooperError):
 
 class NoCredentialsError(errors.KooperError):
     """Neither ``KOOPER_KUBE_API`` nor an in-cluster service account is available."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """One API request as built, before a transport sends it."""
+
+    method: str
+    target: str
+    """The path and query string (``/api/v1/namespaces/ns/configmaps?labelSelector=a%3Db``)."""
+    body: bytes | None
+    headers: Mapping[str, str]
+
+
+def build_request(
+    method: str,
+    path: str,
+    *,
+    body: Mapping[str, Any] | None = None,
+    content_type: str = "application/json",
+    query: Mapping[str, str] | None = None,
+    token: str | None = None,
+    token_scheme: str = "Bearer",
+) -> Request:
+    """A JSON request to ``path`` (compact JSON body; ``Content-Type`` only with a body)."""
+    target = path + ("?" + urllib.parse.urlencode(query) if query else "")
+    data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    headers = {"Accept": "application/json"}
+    if data is not None:
+        headers["Content-Type"] = content_type
+    if token:
+        headers["Authorization"] = f"{token_scheme} {token}"
+    return Request(method, target, data, headers)
+
+
+def decode_answer(payload: bytes | str) -> dict[str, Any] | None:
+    """A successful answer's JSON object (``{}`` when empty); None when it is not JSON."""
+    if not payload:
+        return {}
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else {}
+
+
+def error_message(payload: bytes | str, fallback: str) -> str:
+    """The ``message`` of a failed call's ``Status`` answer, else ``fallback``."""
+    return _message_of(payload.encode() if isinstance(payload, str) else payload, fallback)
 
 
 class Api:
@@ -101,14 +154,10 @@ class Api:
         query: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Send one request; the decoded JSON answer, or ``ApiError``."""
-        url = self.base_url + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        data = None if body is None else json.dumps(body).encode()
-        headers = self._headers()
-        if data is not None:
-            headers["Content-Type"] = content_type
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        built = build_request(method, path, body=body, content_type=content_type, query=query,
+                              token=self._token())
+        request = urllib.request.Request(self.base_url + built.target, data=built.body,
+                                         headers=dict(built.headers), method=method)
         try:
             with urllib.request.urlopen(
                 request, timeout=self.timeout_s, context=self._context
@@ -121,13 +170,10 @@ class Api:
             ) from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise ApiError(f"{method} {path}: {exc}", status=0) from exc
-        if not payload:
-            return {}
-        try:
-            answer = json.loads(payload)
-        except ValueError as exc:
-            raise ApiError(f"{method} {path}: answer is not JSON", status=0) from exc
-        return answer if isinstance(answer, dict) else {}
+        answer = decode_answer(payload)
+        if answer is None:
+            raise ApiError(f"{method} {path}: answer is not JSON", status=0)
+        return answer
 
     def get(self, path: str, *, query: Mapping[str, str] | None = None) -> dict[str, Any]:
         """GET ``path`` (a list when ``query`` holds selectors)."""
@@ -142,7 +188,8 @@ class Api:
         ``timeoutSeconds``. ``ApiError`` if the server answers anything but 200.
         """
         url = urllib.parse.urlsplit(self.base_url)
-        target = f"{url.path}{path}?" + urllib.parse.urlencode({**query, "watch": "1"})
+        built = build_request("GET", path, query={**query, "watch": "1"}, token=self._token())
+        target = url.path + built.target
         connection: http.client.HTTPConnection
         if url.scheme == "https":
             connection = http.client.HTTPSConnection(
@@ -153,7 +200,7 @@ class Api:
                 url.hostname or "", url.port, timeout=read_timeout_s
             )
         try:
-            connection.request("GET", target, headers=self._headers())
+            connection.request("GET", target, headers=dict(built.headers))
             response = connection.getresponse()
             if response.status != 200:
                 detail = _message_of(response.read(), response.reason)
@@ -170,14 +217,13 @@ class Api:
             raise ApiError(f"WATCH {path}: {exc}", status=0) from exc
         return WatchStream(path, connection, response)
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        if self.token_file is not None:
-            try:
-                headers["Authorization"] = "Bearer " + self.token_file.read_text().strip()
-            except OSError as exc:
-                raise ApiError(f"cannot read the token: {exc}", status=0) from exc
-        return headers
+    def _token(self) -> str | None:
+        if self.token_file is None:
+            return None
+        try:
+            return self.token_file.read_text().strip()
+        except OSError as exc:
+            raise ApiError(f"cannot read the token: {exc}", status=0) from exc
 
     def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``."""
@@ -281,3 +327,20 @@ def configmap_path(namespace: str, name: str | None = None) -> str:
 def pod_path(namespace: str, name: str) -> str:
     """The URL path of a Pod."""
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def custom_resource_path(plural: str, namespace: str, name: str | None = None, *,
+                         group: str = "kooper.dev", version: str = "v1alpha1") -> str:
+    """The URL path of a custom resource (or of the namespace's collection)."""
+    base = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+    return base if name is None else f"{base}/{name}"
+
+
+def apps_path(plural: str, namespace: str, name: str) -> str:
+    """The URL path of an ``apps/v1`` object (a StatefulSet or a ReplicaSet)."""
+    return f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
+
+
+def event_path(namespace: str) -> str:
+    """The URL path of the namespace's core/v1 Events."""
+    return f"/api/v1/namespaces/{namespace}/events"

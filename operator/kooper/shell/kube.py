@@ -5,8 +5,10 @@ A small typed client on aiohttp: ConfigMaps (create/replace/delete with
 Connectors, reads of pod owners, and Events. kopf does the watching; this module
 shares its credentials (``Connection`` is built from kopf's ``ConnectionInfo``).
 
-Transport errors never leak: every failure is a ``KubeError`` with the HTTP
-status and the API's message, the original exception chained as the cause.
+Requests are built by ``sdk.kube.build_request`` (and its path helpers), the
+builder the worker's standard-library client uses too. Transport errors never
+leak: every failure is a ``KubeError`` with the HTTP status and the API's message,
+the original exception chained as the cause.
 ``ConflictError`` (409) means a precondition failed: re-read, recompute, retry.
 """
 
@@ -15,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import ssl
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ import aiohttp
 
 from kooper.control import views
 from kooper.core import errors
+from kooper.sdk import kube as requests
 
 FIELD_MANAGER = "kooper"
 MAX_EVENT_MESSAGE = 1024
@@ -103,9 +105,6 @@ class Client:
     async def _ensure(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             headers = {"User-Agent": "kooper-operator"}
-            if self._connection.token:
-                scheme = self._connection.scheme or "Bearer"
-                headers["Authorization"] = f"{scheme} {self._connection.token}"
             self._session = aiohttp.ClientSession(
                 base_url=None,
                 headers=headers,
@@ -131,33 +130,32 @@ class Client:
     ) -> dict[str, Any]:
         """One API call; returns the decoded response body, raises ``KubeError``."""
         session = await self._ensure()
-        url = self._connection.server.rstrip("/") + path
-        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        built = requests.build_request(method, path, body=body, content_type=content_type,
+                                       query=params, token=self._connection.token,
+                                       token_scheme=self._connection.scheme or "Bearer")
+        url = self._connection.server.rstrip("/") + built.target
+        data = built.body
         if method != "GET":
             self.stats.count(kind or method, len(data) if data is not None else 0)
         async with self._limit:
             try:
                 async with session.request(
-                    method, url, data=data, params=params,
-                    headers={"Content-Type": content_type} if data is not None else None,
+                    method, url, data=data, headers=dict(built.headers),
                 ) as response:
                     text = await response.text()
                     status = response.status
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise KubeError(f"{method} {path}: {exc!r}") from exc
         if status >= 400:
-            message = text
-            with contextlib.suppress(ValueError, AttributeError):
-                message = json.loads(text).get("message", text)
+            message = requests.error_message(text, text)
             cls = {409: ConflictError, 404: NotFoundError}.get(status, KubeError)
             if status == 409:
                 self.stats.conflicts += 1
             raise cls(f"{method} {path}: {status} {message}", status=status)
-        try:
-            decoded = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise KubeError(f"{method} {path}: response is not JSON") from exc
-        return decoded if isinstance(decoded, dict) else {}
+        decoded = requests.decode_answer(text)
+        if decoded is None:
+            raise KubeError(f"{method} {path}: response is not JSON")
+        return decoded
 
     async def list(self, path: str, *, label_selector: str | None = None
                    ) -> list[dict[str, Any]]:
@@ -174,7 +172,7 @@ class Client:
     ) -> str:
         """Create (no version known) or replace (with the precondition); the new version."""
         meta = body["metadata"]
-        base = f"/api/v1/namespaces/{meta['namespace']}/configmaps"
+        base = requests.configmap_path(meta["namespace"])
         if resource_version is None:
             result = await self.request("POST", base, body=body, kind="configmap")
         else:
@@ -186,19 +184,19 @@ class Client:
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         """The ConfigMap (``NotFoundError`` when absent)."""
-        return await self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        return await self.request("GET", requests.configmap_path(namespace, name))
 
     async def delete_configmap(self, namespace: str, name: str) -> None:
         """Delete; absent already is fine."""
         with contextlib.suppress(NotFoundError):
-            await self.request(
-                "DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}", kind="configmap"
-            )
+            await self.request("DELETE", requests.configmap_path(namespace, name),
+                               kind="configmap")
 
     # --- custom resources -----------------------------------------------------
 
     def _cr_path(self, plural: str, namespace: str, name: str) -> str:
-        return f"/apis/{views.GROUP}/{views.VERSION}/namespaces/{namespace}/{plural}/{name}"
+        return requests.custom_resource_path(plural, namespace, name, group=views.GROUP,
+                                             version=views.VERSION)
 
     async def read_group(self, namespace: str, name: str) -> dict[str, Any]:
         """The WorkerGroup as it is now."""
@@ -231,9 +229,7 @@ class Client:
         """Whether a pod's owner exists, and its ``spec.replicas`` (StatefulSet/ReplicaSet)."""
         plural = {"StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}[kind]
         try:
-            body = await self.request(
-                "GET", f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
-            )
+            body = await self.request("GET", requests.apps_path(plural, namespace, name))
         except NotFoundError:
             return False, None
         if body.get("metadata", {}).get("deletionTimestamp"):
@@ -272,5 +268,4 @@ class Client:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body,
-                           kind="event")
+        await self.request("POST", requests.event_path(namespace), body=body, kind="event")
