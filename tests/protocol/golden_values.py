@@ -37,6 +37,28 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         policy="kooper",
         incarnation="9e0d4c21",
     ),
+    # The membership epoch (optional, added within v1; older readers ignore it and act
+    # as before): the document belongs to membership 7 of workers-4.
+    "v1/assignment_member_epoch.json": messages.Assignment(
+        group="connect",
+        member="workers-4",
+        generation=21,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=CAT(["A"], ["A-1", "A-3"]),
+        leader="kooper-operator-7d9f/1a2b",
+        epochs={"A": 3, "A-1": 2, "A-3": 4},
+        policy="kooper",
+        incarnation="9e0d4c21",
+        member_epoch=7,
+    ),
+    "v1/report_member_epoch.json": messages.Report(
+        member="workers-4",
+        incarnation="9e0d4c21",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=21,
+        owned=CAT(["A"], ["A-1", "A-3"]),
+        member_epoch=7,
+    ),
     "v1/assignment_eager_revoke_all.json": messages.Assignment(
         group="connect",
         member="workers-3",
@@ -129,5 +151,7 @@ ENCODER_OUTPUT = (
     "v1/report_full.json",
     "v1/report_fenced.json",
     "v1/report_failure_counts.json",
+    "v1/assignment_member_epoch.json",
+    "v1/report_member_epoch.json",
 )
 """Golden files that are byte-for-byte what the current encoder writes."""

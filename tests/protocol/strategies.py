@@ -19,6 +19,7 @@ AWKWARD_NAMES = st.sampled_from(["A", "A-1", "A-10", "a,b", 'x"y', "0", "caf\u00
     st.text(min_size=1, max_size=6)
 )
 INCARNATIONS = st.sampled_from(["", "5c1e0a77"]) | ANY_TEXT
+EPOCHS = st.sampled_from([0, 0, 1]) | st.integers(0, 2**53)
 
 UNHURRIED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 """Settings for every codec property test: a loaded CI machine is slow, not wrong."""
@@ -74,6 +75,7 @@ def assignments(draw: st.DrawFn, names: st.SearchStrategy[str] = NAMES) -> messa
         states=draw(st.dictionaries(NAMES, st.sampled_from(["paused", "stopped"]), max_size=2)),
         policy=draw(st.sampled_from(["", "kooper", "kip415"])),
         incarnation=draw(INCARNATIONS),
+        member_epoch=draw(EPOCHS),
     )
 
 
@@ -93,4 +95,5 @@ def reports(names: st.SearchStrategy[str] = NAMES) -> st.SearchStrategy[messages
             st.integers(1, 1000),
             max_size=6,
         ),
+        member_epoch=EPOCHS,
     )

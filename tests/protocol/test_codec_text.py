@@ -67,6 +67,8 @@ def reference_assignment(assignment: messages.Assignment) -> str:
         document["policy"] = assignment.policy
     if assignment.incarnation:
         document["incarnation"] = assignment.incarnation
+    if assignment.member_epoch:
+        document["memberEpoch"] = assignment.member_epoch
     return _dumps(document)
 
 
@@ -130,6 +132,8 @@ def reference_report(report: messages.Report, *, compact=False) -> str:
         owned["tasks"] = {c: compact_set(numbers) for c, numbers in owned["tasks"].items()}
     if report.failure_counts:
         document["failureCounts"] = _failure_counts(report.failure_counts)
+    if report.member_epoch:
+        document["memberEpoch"] = report.member_epoch
     return _dumps(document)
 
 

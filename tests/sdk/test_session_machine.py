@@ -5,6 +5,8 @@ return (or fail) any time later, and the operator may pause connectors or send
 documents planned for another incarnation.
 """
 
+import dataclasses
+
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -39,6 +41,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.left_running: dict[str, sdk_session.Start] = {}  # timed out, callback goes on
         self.orphans: set[str] = set()  # started late: running, owned by nobody
         self.paused: set[str] = set()  # what the callbacks were told to hold paused
+        self.member_epoch = 0  # the highest membership epoch accepted
+        self.fenced_epoch = None  # the epoch the member fenced itself in, until a newer one
 
     @initialize(cooperative=st.booleans())
     def create(self, cooperative):
@@ -58,8 +62,9 @@ class SessionMachine(RuleBasedStateMachine):
         epoch=st.integers(0, 2),
         paused=st.dictionaries(st.sampled_from(["A", "B"]), st.sampled_from(["paused", "stopped"])),
         incarnation=st.sampled_from(["", "x", "x", "y"]),
+        member_epoch=st.sampled_from([0, 1, 1, 2, 2, 3]),
     )
-    def assign(self, bump, chosen, revoke, eager, epoch, paused, incarnation):  # noqa: PLR0917
+    def assign(self, bump, chosen, revoke, eager, epoch, paused, incarnation, member_epoch):  # noqa: PLR0917
         self.generation = max(0, self.generation + bump)
         tasks = [r for r in chosen if "-" in r]
         connectors = [r for r in chosen if "-" not in r]
@@ -74,8 +79,17 @@ class SessionMachine(RuleBasedStateMachine):
             states=paused,
             incarnation=incarnation,
         )
+        message = dataclasses.replace(message, member_epoch=member_epoch)
         before = self.session.state
+        fenced_at = self.fenced_epoch
         if self.session.receive_assignment(message):
+            # Only the current membership's documents, or a newer one's; never, after
+            # fencing, the epoch the member fenced in.
+            assert not member_epoch or member_epoch >= self.member_epoch
+            assert not member_epoch or fenced_at is None or member_epoch > fenced_at
+            if member_epoch:
+                self.member_epoch = member_epoch
+                self.fenced_epoch = None
             assert incarnation in ("", "x"), "applied a document of another incarnation"
             assert not self.accepted or self.generation > self.accepted[-1]
             assert member.accepts_assignments(before)
@@ -208,7 +222,10 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(ms=st.integers(0, 2 * LEASE_MS))
     def time_passes(self, ms):
         self.now += ms
+        live = self.session.state in member.LIVE_STATES
         self.session.tick(self.now)
+        if live and self.session.state is member.MemberState.FENCED:
+            self.fenced_epoch = self.member_epoch
 
     @rule()
     def renew(self):

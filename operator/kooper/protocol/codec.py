@@ -84,6 +84,7 @@ class RawAssignment(TypedDict, total=False):
     configs: dict[str, dict[str, str]]
     states: dict[str, str]
     incarnation: str
+    memberEpoch: int
 
 
 class RawFailureCounts(TypedDict):
@@ -107,6 +108,7 @@ class RawReport(TypedDict, total=False):
     failed: dict[str, str]
     fenced: bool
     failureCounts: RawFailureCounts
+    memberEpoch: int
 
 
 # --- encoding -----------------------------------------------------------------
@@ -349,6 +351,8 @@ def encode_assignment(assignment: messages.Assignment) -> str:
         fields["policy"] = _string(assignment.policy)
     if assignment.incarnation:
         fields["incarnation"] = _string(assignment.incarnation)
+    if assignment.member_epoch:
+        fields["memberEpoch"] = _integer(assignment.member_epoch)
     return _within(
         _object_text(fields),
         messages.MAX_ASSIGNMENT_BYTES,
@@ -377,6 +381,8 @@ def encode_report(report: messages.Report) -> str:
     }
     if report.failure_counts:
         fields["failureCounts"] = _failure_counts_text(report.failure_counts)
+    if report.member_epoch:
+        fields["memberEpoch"] = _integer(report.member_epoch)
     text = _object_text(fields)
     if len(text) <= messages.MAX_REPORT_BYTES:
         return text
@@ -623,6 +629,7 @@ def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
         states=_str_map(document.get("states", {}), f"{where}.states"),
         policy=_str(document.get("policy", ""), f"{where}.policy"),
         incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
+        member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
     )
 
 
@@ -676,6 +683,7 @@ def _decode_report(document: Mapping[str, Any], *, compact: bool) -> messages.Re
         failure_counts=_decode_failure_counts(
             document.get("failureCounts", _EMPTY), f"{where}.failureCounts"
         ),
+        member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
     )
 
 

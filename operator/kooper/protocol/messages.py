@@ -65,6 +65,11 @@ class Assignment:
     """The member incarnation this document was planned for ("" = any). A restarted
     process must not apply a document meant for its previous life: the resources in
     it may be about to go elsewhere. It waits for one planned for itself."""
+    member_epoch: int = 0
+    """The membership epoch this document belongs to (0: the operator issues none).
+    The operator gives each membership of a member a new, greater epoch, and retires
+    it when it declares the member departed; a worker acts only on documents of its
+    current epoch, and after fencing itself only on a newer one (docs/protocol.md)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,6 +87,8 @@ class Report:
     reason (at most ``MAX_FAILURE_REASONS`` of them, each at most ``MAX_ERROR_CHARS``)."""
     fenced: bool = False
     """True after the member stopped everything because it could not renew its Lease."""
+    member_epoch: int = 0
+    """The membership epoch of the documents the member acts on (0: none seen yet)."""
     failure_counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Every resource failing now, with how many times it failed in this incarnation
     (>= 1). Empty from a writer that predates it (then ``failed`` is all there is)."""

@@ -54,6 +54,13 @@ Rules it enforces (docs/protocol.md has the why):
   left running), makes the session answer ``Exit``: the transport ends the
   process (the pod restarts) rather than let the operator hand the work to
   someone else while it runs here.
+* Membership epochs (``Assignment.member_epoch``, when the operator issues
+  them): the member acts only on documents of its current epoch. A newer epoch
+  starts a new membership: what ran under the old one stops as lost before
+  anything starts. A member that fenced itself retires its epoch: a document of
+  that epoch (written while it was cut off, maybe already handed to someone else)
+  is ignored, and it waits for a newer epoch, which the operator issues when it
+  rejoins. Documents without an epoch follow the generation rule alone.
 * ``terminate`` (SIGTERM): stop everything (gracefully, ``on_revoked``), report
   owning nothing, then ``ReleaseLease``.
 """
@@ -165,6 +172,12 @@ class Session:
         self._paused: set[str] = set()
         """Owned resources the callbacks were told to pause."""
         self._needs_assignment = True
+        self._member_epoch = 0
+        """The membership epoch of the documents this member acts on (0: none seen)."""
+        self._epoch_retired = False
+        """Fenced since it adopted ``_member_epoch``: only a newer epoch counts now."""
+        self._epoch_restart: set[str] = set()
+        """Owned under an older membership: to stop (as lost) before the new one runs."""
         self._fenced = False
         self.fencings = 0  # times the member fenced itself (worker metrics)
         self._report_dirty = False
@@ -192,8 +205,21 @@ class Session:
             return False
         if not member.accepts_assignments(self.state):
             return False
+        epoch = assignment.member_epoch
+        if epoch and (
+            epoch < self._member_epoch or (epoch == self._member_epoch and self._epoch_retired)
+        ):
+            return False  # a document of a membership that is over
         if assignment.generation <= self._accepted_generation:
             return False
+        if epoch > self._member_epoch:
+            if self._member_epoch:
+                # A new membership: what runs belongs to the old one, which the operator
+                # retired (it may run elsewhere already). Stop it all as lost first.
+                self._epoch_restart.update(self._owned)
+                self._stop_as_lost.update(self._owned)
+            self._member_epoch = epoch
+            self._epoch_retired = False
         self._accepted_generation = assignment.generation
         self.assignment = assignment
         self._needs_assignment = False
@@ -322,6 +348,7 @@ class Session:
         if unrenewed >= self.fence_after_ms:
             self._step(_I.LEASE_LOST)
             self._fenced = True
+            self._epoch_retired = True
             self.fencings += 1
             self._needs_assignment = True
             self._target = {}
@@ -434,6 +461,7 @@ class Session:
             if error is not None or action.resource not in self._crashed:
                 self._record(action.resource, error)
             self._crashed.discard(action.resource)
+            self._epoch_restart.discard(action.resource)
             self._report_dirty = True
         elif isinstance(action, Start):
             if error is None:
@@ -484,6 +512,7 @@ class Session:
             owned=model.ConnectorsAndTasks.of(connectors, tasks),
             failed=dict(failed),
             fenced=self._fenced,
+            member_epoch=self._member_epoch,
             failure_counts={
                 resource: self._failure_counts.get(resource, 1) for resource in self._failed
             },
@@ -566,6 +595,7 @@ class Session:
             resource
             for resource, running in self._owned.items()
             if (wanted := target.get(resource)) is None
+            or resource in self._epoch_restart
             or wanted.epoch != running.epoch
             or wanted.config != running.config
         ]
