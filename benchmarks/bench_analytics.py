@@ -10,13 +10,18 @@ pyarrow in ~1M-row row groups into a temp folder, so generation takes seconds.
     .venv/bin/python benchmarks/bench_analytics.py path/to/events/ [--master local[2]]
 
 Prints the generation time, the Spark session startup, and the job's wall time
-(read + validate + transforms + writes + plots) with its event rate.
+(check + read + transforms + writes + plots) with its event rate, the job's
+progress lines (seconds per output table), and with ``--profile`` the slowest
+Spark stages from Spark's event log (wall time and executor CPU time each).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -109,6 +114,29 @@ def generate(folder: Path, *, events: int, members: int, rounds: int, seed: int 
     return total
 
 
+def profile(folder: Path, *, top: int = 12) -> None:
+    """The ``top`` slowest stages of the Spark event log(s) in ``folder``, by wall time."""
+    stages: list[tuple[float, float, int, str]] = []
+    for log in folder.iterdir():
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("Event") != "SparkListenerStageCompleted":
+                continue
+            info = event["Stage Info"]
+            wall = (info.get("Completion Time", 0) - info.get("Submission Time", 0)) / 1000
+            cpu = sum(acc.get("Value", 0) for acc in info.get("Accumulables", [])
+                      if acc.get("Name") == "internal.metrics.executorCpuTime") / 1e9
+            stages.append((wall, cpu, int(info["Number of Tasks"]), info["Stage Name"]))
+    by_site: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    for wall, cpu, _, name in stages:
+        by_site[name][0] += wall
+        by_site[name][1] += cpu
+        by_site[name][2] += 1
+    print(f"{len(stages)} stages, {sum(s[0] for s in stages):.1f} s wall in total; slowest:")
+    for name, (wall, cpu, count) in sorted(by_site.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"  {wall:7.1f} s wall {cpu:7.1f} s CPU  {int(count):3d} stage(s)  {name}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", help="existing event logs (default: generate one)")
@@ -118,6 +146,8 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
+    parser.add_argument("--profile", action="store_true",
+                        help="write Spark's event log and print the slowest stages")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="kooper-bench-analytics-"))
@@ -133,10 +163,16 @@ def main() -> int:
                   f"{time.perf_counter() - started:.1f} s")
             paths = [str(workdir / "logs")]
         started = time.perf_counter()
-        job.spark_session(args.master, [("spark.driver.memory", args.driver_memory)])
+        conf = [("spark.driver.memory", args.driver_memory)]
+        if args.profile:
+            (workdir / "events").mkdir()
+            conf += [("spark.eventLog.enabled", "true"),
+                     ("spark.eventLog.dir", (workdir / "events").as_uri())]
+        job.spark_session(args.master, conf, log=workdir / "spark.log")
         print(f"spark session ({args.master}): {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
-        result = job.run(paths, out=workdir / "report", master=args.master)
+        result = job.run(paths, out=workdir / "report", master=args.master,
+                         progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
         elapsed = time.perf_counter() - started
         events = sum(int(row["events"]) for row in result.metrics)
         print(f"kooper analyze: {events:,} events, {len(result.metrics)} runs in {elapsed:.1f} s "
@@ -145,6 +181,9 @@ def main() -> int:
             print(f"  {row['run']}: resources {row['resources']:,}, total pause "
                   f"{row['total_pause_ms'] / 1000:,.0f} task-s, moves {row['moves']:,}, "
                   f"rounds {row['rounds']}, overlaps {row['overlaps']}")
+        if args.profile:
+            job.spark_session(args.master).stop()  # flushes the event log
+            profile(workdir / "events")
         if args.keep:
             print(f"kept {workdir}")
     finally:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import html.parser
 import io
 import json
+import re
+import shutil
+import subprocess
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from matplotlib import image
 from tests.analytics import scenarios
 
 from kooper import cli
@@ -42,14 +48,14 @@ def analyzed(spark, tmp_path_factory):
     (logs / "_SUCCESS").write_text("")
     (logs / "notes.txt").write_text("not a log")
     out = base / "report"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    printed, progress = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(progress):
         code = cli.main(["analyze", str(logs), "--out", str(out), "--master", "local[2]"])
-    return code, out, printed.getvalue()
+    return code, out, printed.getvalue(), progress.getvalue()
 
 
 def test_job_writes_metrics_overlaps_report_and_plots(analyzed):
-    code, out, printed = analyzed
+    code, out, printed, _ = analyzed
     assert code == 1  # the overlap run makes the command fail
     metrics = {row["run"]: row for row in pq.read_table(out / "metrics.parquet").to_pylist()}
     assert sorted(metrics) == ["coop_kill", "eager_kill", "handover", "overlap"]
@@ -81,7 +87,25 @@ def test_job_writes_metrics_overlaps_report_and_plots(analyzed):
     for png in out.glob("*.png"):
         assert png.read_bytes().startswith(PNG_MAGIC)
         assert f"![{png.name}]({png.name})" in report
-    assert "eager_kill [eager/kooper]: pause 300 ms" in printed
+    assert ("eager_kill [eager/kooper]: pause 0.300 task-s (max 0.100 s, undisturbed"
+            " 0.200 task-s), rounds 2, moves 1, converge 0.100 s, overlaps 0") in printed
+    # the overlap table: seconds after the run's first event, not epoch milliseconds
+    assert "| overlap | g | r | b | a | 0.500 | 0.800 | 0.300 |" in report
+
+
+def test_progress_goes_to_stderr_stage_by_stage_and_results_to_stdout(analyzed):
+    _, _, printed, progress = analyzed
+    stages = [line.split("] ", 1)[1] for line in progress.splitlines()]
+    assert all(line.startswith("kooper analyze [") and " s] " in line
+               for line in progress.splitlines())
+    assert stages[0].startswith("checked 34 event(s) of 4 run(s) in 2 file(s) in ")
+    assert any(s.startswith("starting Spark (local[2])") for s in stages)
+    tables = [s.split(" (")[0] for s in stages if s.startswith("table ")]
+    assert tables == ["table 1/5: metrics", "table 2/5: overlaps", "table 3/5: resources",
+                      "table 4/5: imbalance", "table 5/5: timeline"]
+    assert stages[-2:] == ["plots", "report"]
+    assert "kooper analyze [" not in printed
+    assert printed.splitlines()[-1].startswith("report: ")
 
 
 def test_folder_without_logs_is_one_line_error(tmp_path, capsys):
@@ -140,15 +164,17 @@ def test_json_line_that_does_not_fit_names_file_and_column(spark, tmp_path, row,
 
 
 def test_inputs_skip_the_output_folder_and_hidden_files(tmp_path):
+    from kooper.analytics import inputs
+
     (tmp_path / "a.jsonl").write_text("")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.parquet").write_bytes(b"")
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / "metrics.parquet").write_bytes(b"")
     (tmp_path / ".hidden.jsonl").write_text("")
-    found = job.find_inputs([str(tmp_path)], exclude=tmp_path / "report")
-    assert found == job.Inputs(json=(str(tmp_path / "a.jsonl"),),
-                               parquet=(str(tmp_path / "sub" / "b.parquet"),))
+    found = inputs.find([str(tmp_path)], exclude=tmp_path / "report")
+    assert found == inputs.Found(json=(str(tmp_path / "a.jsonl"),),
+                                 parquet=(str(tmp_path / "sub" / "b.parquet"),))
 
 
 def test_spark_submit_entry_point_reports_errors_in_one_line(tmp_path, capsys):
@@ -173,3 +199,56 @@ def test_pause_and_resume_rows_are_accepted_in_json_lines_and_parquet(spark, tmp
     assert (kinds[("j", "pause")], kinds[("j", "resume")]) == (4, 2)
     assert (kinds[("p", "pause")], kinds[("p", "resume")]) == (4, 2)
     assert got.count() == 12 + 16
+
+
+class _Links(html.parser.HTMLParser):
+    """Every URL-valued attribute, every image and every table id of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.images: dict[str, str] = {}
+        self.tables: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        self.urls += [v or "" for k, v in attrs if k in ("src", "href", "srcset", "poster")]
+        if tag == "img":
+            self.images[found.get("alt") or ""] = found.get("src") or ""
+        if tag == "table":
+            self.tables.append(found.get("id") or "")
+
+
+def test_html_report_is_self_contained_with_every_table_and_plot(analyzed):
+    _, out, _, _ = analyzed
+    page = (out / "report.html").read_text(encoding="utf-8")
+    links = _Links()
+    links.feed(page)
+    assert links.tables == ["runs", "compare", "overlaps"]
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert sorted(links.images) == pngs
+    for name, src in links.images.items():
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == (out / name).read_bytes()
+    assert all(url.startswith("data:") for url in links.urls)
+    assert not re.search(r"\w+://|url\(|@import|<link|<script", page)
+    assert "<td>eager_kill</td><td>eager</td><td>kooper</td>" in page
+    assert '<td class="num">0.500</td><td class="num">0.800</td>' in page  # overlap, in s
+
+
+def test_html_report_renders_in_headless_chromium(analyzed, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium not installed: no screenshot of report.html")
+    _, out, _, _ = analyzed
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+         "--window-size=1280,2000", (out / "report.html").resolve().as_uri()],
+        check=True, capture_output=True, timeout=300,
+    )
+    pixels = image.imread(shot)
+    assert pixels.shape[:2] == (2000, 1280)
+    assert pixels[..., :3].std() > 0.05  # tables and plots drawn, not a blank page

@@ -233,3 +233,13 @@ def test_a_handover_with_pauses_still_pauses_500_ms(tables):
     ]
     m = metric(tables, "zombie_paused")
     assert (m["overlaps"], m["overlap_ms"], m["total_pause_ms"]) == (1, 50, 0)
+
+
+def test_a_log_without_flips_gives_the_same_tables_when_paused_is_skipped(spark):
+    """``flips=False`` (no pause/resume row, as counted before Spark) skips ``paused``."""
+    plain = [e for e in scenarios.all_events() if e.event not in ("pause", "resume")]
+    df = spark.createDataFrame([e.to_row() for e in plain], schema.EVENTS).cache()
+    full, skipped = transforms.analyze(df), transforms.analyze(df, flips=False)
+    assertDataFrameEqual(skipped.resources, full.resources)
+    assertDataFrameEqual(skipped.metrics, full.metrics)
+    assertSchemaEqual(skipped.resources.schema, schema.RESOURCES)

@@ -19,3 +19,11 @@ class NoInputsError(AnalyticsError):
 
 class SchemaMismatchError(AnalyticsError):
     """An input file's rows do not fit the event-log schema (names the file and column)."""
+
+
+class SparkStartError(AnalyticsError):
+    """Spark could not start (a bad ``--master``, an unreachable cluster)."""
+
+
+class SparkFailedError(AnalyticsError):
+    """Spark started but the job failed (the reason's first line; the rest in spark.log)."""

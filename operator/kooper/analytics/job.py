@@ -1,9 +1,10 @@
 """The ``kooper analyze`` job: the one module that owns the SparkSession and the I/O.
 
-It finds the event logs, checks them against ``schema.EVENTS``, runs the pure
-``transforms`` and writes ``metrics.parquet``, ``overlaps.parquet``,
-``resources.parquet``, ``imbalance.parquet``, ``timeline.parquet``,
-``report.md`` and the PNG plots into the output folder.
+It finds the event logs and checks every row (``inputs``, before Spark
+starts), runs the pure ``transforms`` and writes ``metrics.parquet``,
+``overlaps.parquet``, ``resources.parquet``, ``imbalance.parquet``,
+``timeline.parquet``, ``report.md``, ``report.html`` and the PNG plots into the
+output folder, with Spark's own log in ``spark.log``.
 
 Results are aggregates (per run, per resource, per round, a downsampled
 timeline), so they are collected to the driver and written as single Parquet
@@ -16,13 +17,16 @@ LOGS... --out report/`` (the master then comes from spark-submit).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +36,30 @@ from pyspark import sql, storagelevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kooper.analytics import errors, eventlog, options, plots, report, schema, transforms
+from kooper.analytics import (
+    errors,
+    eventlog,
+    inputs,
+    options,
+    plots,
+    report,
+    schema,
+    transforms,
+    webpage,
+)
 
-JSON_SUFFIXES = (".jsonl", ".json")
-PARQUET_SUFFIXES = (".parquet",)
 CORRUPT = "_corrupt_record"
+Inputs = inputs.Inputs
+SPARK_LOG = "spark.log"
+"""Spark's own log (the JVM's stderr) in the output folder: the terminal stays quiet."""
+MASTER_URL = re.compile(r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[.+\]|(spark|k8s|mesos)://.+|yarn")
+"""The master URLs Spark parses (``SparkContext.createTaskScheduler``, spark-submit)."""
+
+Progress = Callable[[str], None]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Inputs:
-    """Event-log files to read, by format."""
-
-    json: tuple[str, ...] = ()
-    parquet: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.json or self.parquet)
+def _quiet(_: str) -> None:
+    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,48 +72,17 @@ class Result:
 
 
 def find_inputs(paths: Sequence[str], *, exclude: Path | None = None) -> Inputs:
-    """Event-log files named by ``paths`` (files, or folders searched recursively).
+    """Event logs named by ``paths``, checked row by row (``inputs.find_and_check``)."""
+    return inputs.find_and_check(paths, exclude=exclude)
 
-    A URI with a scheme (``s3a://…``) is passed to Spark as is and must end in
-    a known suffix. Files and folders starting with ``_`` or ``.`` are skipped
-    in folders (Spark's ``_SUCCESS``, checksum files), and so is ``exclude``
-    (the output folder: an earlier report inside a log folder is no log).
-    """
-    skip = exclude.resolve() if exclude else None
-    found: dict[str, list[str]] = {"json": [], "parquet": []}
 
-    def add(name: str, *, explicit: bool) -> None:
-        lowered = name.lower()
-        if lowered.endswith(JSON_SUFFIXES):
-            found["json"].append(name)
-        elif lowered.endswith(PARQUET_SUFFIXES):
-            found["parquet"].append(name)
-        elif explicit:
-            raise errors.NoInputsError(
-                f"{name}: not an event log (expected *.jsonl, *.json or *.parquet)"
-            )
-
-    for raw in paths:
-        if "://" in raw:
-            add(raw, explicit=True)
-            continue
-        path = Path(raw)
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                hidden = any(part.startswith(("_", ".")) for part in child.relative_to(path).parts)
-                ours = skip is not None and child.resolve().is_relative_to(skip)
-                if child.is_file() and not hidden and not ours:
-                    add(str(child), explicit=False)
-        elif path.is_file():
-            add(str(path), explicit=True)
-        else:
-            raise errors.NoInputsError(f"{raw}: no such file or directory")
-    inputs = Inputs(json=tuple(found["json"]), parquet=tuple(found["parquet"]))
-    if not inputs:
-        raise errors.NoInputsError(
-            f"no event logs (*.jsonl, *.json, *.parquet) in {', '.join(paths) or 'no paths'}"
+def check_master(master: str | None) -> None:
+    """Reject a master URL Spark would not parse, before a JVM starts for it."""
+    if master is not None and not MASTER_URL.fullmatch(master):
+        raise errors.SparkStartError(
+            f"--master {master}: not a Spark master URL (expected local, local[N], local[*],"
+            " spark://HOST:PORT, yarn or k8s://URL)"
         )
-    return inputs
 
 
 def check_java() -> None:
@@ -119,22 +100,80 @@ def check_java() -> None:
     )
 
 
-def spark_session(master: str | None, conf: Sequence[tuple[str, str]] = ()) -> sql.SparkSession:
+@contextlib.contextmanager
+def _stderr_to(path: Path | None) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` meanwhile: the JVM started inside inherits it.
+
+    Spark's log4j output, the JVM's warnings and spark-submit's own errors then
+    go to ``path`` for the JVM's whole life, not to the user's terminal.
+    """
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _log_reason(path: Path | None) -> str:
+    """The line of Spark's log that says why it failed (spark-submit's ``Error:``, else none)."""
+    if path is None or not path.exists():
+        return ""
+    lines = path.read_text(errors="replace").splitlines()
+    for line in reversed(lines):
+        text = line.strip()
+        if text.startswith("Error:"):
+            return text.removeprefix("Error:").strip()
+        if "Exception: " in text and not text.startswith("at "):
+            return text.split("Exception: ", 1)[1]
+    return ""
+
+
+def spark_session(
+    master: str | None, conf: Sequence[tuple[str, str]] = (), *, log: Path | None = None
+) -> sql.SparkSession:
     """The session: ``master`` if given, else spark-submit's, else ``local[*]``.
 
     A session that is already running (a notebook, a test suite) is reused with
-    its own settings; only ``conf`` is applied to it.
+    its own settings; only ``conf`` is applied to it. A new JVM writes its
+    stderr (Spark's logs) to ``log`` when given. A session that cannot start
+    raises ``SparkStartError`` with the reason in one line.
     """
     active = sql.SparkSession.getActiveSession()
     if active is not None:
         for key, value in conf:
             active.conf.set(key, value)
         return active
+    check_master(master)
     check_java()
     builder = sql.SparkSession.builder.appName("kooper-analyze")
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
     if master or not submitted:
         builder = builder.master(master or "local[*]")
+    for key, value in [*session_defaults(master, submitted=submitted).items(), *conf]:
+        builder = builder.config(key, value)
+    try:
+        with _stderr_to(log):
+            session = builder.getOrCreate()
+    except Exception as exc:  # PySparkException, py4j's errors: any reason not to start
+        reason = _log_reason(log) or _first_line(exc)
+        where = f" (Spark's log: {log})" if log else ""
+        raise errors.SparkStartError(
+            f"Spark did not start with master {master or 'local[*]'}: {reason}{where}"
+        ) from None
+    session.sparkContext.setLogLevel("WARN" if log else "ERROR")
+    return session
+
+
+def session_defaults(master: str | None, *, submitted: bool) -> dict[str, str]:
+    """Settings for a session this job starts (``--conf`` overrides any of them)."""
     defaults = {
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
@@ -146,42 +185,17 @@ def spark_session(master: str | None, conf: Sequence[tuple[str, str]] = ()) -> s
         # Every step is a sort by resource or member: a few large partitions
         # beat the default 200 on one machine (measured 2x on 1M events).
         defaults["spark.sql.shuffle.partitions"] = "8"
-    for key, value in [*defaults.items(), *conf]:
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return defaults
 
 
-def _arrow_type_ok(kind: pa.DataType, expected: T.DataType) -> bool:
-    if pa.types.is_dictionary(kind):  # pandas categoricals, dictionary-encoded writers
-        kind = kind.value_type
-    if isinstance(expected, T.LongType):
-        return bool(pa.types.is_signed_integer(kind) or pa.types.is_null(kind))
-    return bool(
-        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
-    )
-
-
-def _check_parquet_schemas(files: Sequence[str]) -> None:
-    """Column names and types of local Parquet files, from their footers (no data read)."""
-    expected = {field.name: field.dataType for field in schema.EVENTS.fields}
-    for name in files:
-        if "://" in name:
-            continue
-        try:
-            found = pq.read_schema(name)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise errors.SchemaMismatchError(f"{name}: not a readable Parquet file: {exc}") from exc
-        for column in schema.REQUIRED:
-            if column not in found.names:
-                raise errors.SchemaMismatchError(f"{name}: column {column!r} is missing")
-        for column, kind in expected.items():
-            if column in found.names and not _arrow_type_ok(found.field(column).type, kind):
-                raise errors.SchemaMismatchError(
-                    f"{name}: column {column!r} has type {found.field(column).type},"
-                    f" expected {kind.simpleString()}"
-                )
+def _first_line(exc: BaseException) -> str:
+    """The message of a Spark or Py4J exception without the Java stack."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        with contextlib.suppress(Exception):
+            return str(java.toString()).splitlines()[0]
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def _bad_json_column(line: str) -> str:
@@ -190,20 +204,7 @@ def _bad_json_column(line: str) -> str:
         row = json.loads(line)
     except ValueError:
         return "not valid JSON"
-    if not isinstance(row, dict):
-        return "not a JSON object"
-    for field in schema.EVENTS.fields:
-        value = row.get(field.name)
-        if value is None:
-            continue
-        if isinstance(field.dataType, T.LongType):
-            fits = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            fits = isinstance(value, str)
-        if not fits:
-            wanted = "an integer" if isinstance(field.dataType, T.LongType) else "a string"
-            return f"column {field.name!r} is {value!r}, expected {wanted}"
-    return "row does not fit the schema"
+    return inputs.row_problem(row) or "row does not fit the schema"
 
 
 def _problem() -> sql.Column:
@@ -221,28 +222,56 @@ def _problem() -> sql.Column:
     )
 
 
-def read_events(
-    spark: sql.SparkSession, inputs: Inputs, *, cached: list[sql.DataFrame] | None = None
-) -> sql.DataFrame:
-    """Every input as one normalized, validated and persisted event DataFrame.
+def _json(spark: sql.SparkSession, files: Sequence[str], *, corrupt: bool) -> sql.DataFrame:
+    fields = [*schema.EVENTS.fields]
+    if corrupt:
+        fields.append(T.StructField(CORRUPT, T.StringType()))
+    reader = spark.read.schema(T.StructType(fields))
+    if corrupt:
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    return reader.json(list(files))
 
-    Raises ``SchemaMismatchError`` naming the first offending file and column.
-    The persisted frame is appended to ``cached`` for the caller to unpersist.
+
+def read_events(
+    spark: sql.SparkSession, found: Inputs, *, cached: list[sql.DataFrame] | None = None
+) -> sql.DataFrame:
+    """Every input as one normalized event DataFrame, audit rows joined to their runs.
+
+    Inputs that ``inputs.check`` read are not checked again. Others (remote
+    URIs) are checked here: raises ``SchemaMismatchError`` naming the first
+    offending file and column, and the checked frame is persisted (appended to
+    ``cached`` for the caller to unpersist).
     """
+    if not found.checked:
+        for name in found.parquet:
+            if "://" not in name:
+                inputs.check_parquet(name)
     frames = []
-    if inputs.json:
-        with_corrupt = T.StructType([*schema.EVENTS.fields, T.StructField(CORRUPT, T.StringType())])
-        frames.append(
-            spark.read.schema(with_corrupt)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT)
-            .json(list(inputs.json))
+    if found.json:
+        frames.append(_json(spark, found.json, corrupt=not found.checked))
+    if found.parquet:
+        raw = spark.read.schema(schema.EVENTS).parquet(*found.parquet)
+        frames.append(raw if found.checked else raw.withColumn(CORRUPT, F.lit(None).cast("string")))
+    both = frames[0]
+    for frame in frames[1:]:
+        both = both.unionByName(frame)
+    if not found.checked:
+        both = _checked(both, frames, cached)
+    events = eventlog.normalize(both)
+    for audit in found.audits:
+        rows = eventlog.normalize(_json(spark, [audit.path], corrupt=False))
+        rows = rows.where(F.col("event").isin(*inputs.OPERATOR_KINDS)).withColumn(
+            "run", F.lit(audit.run)
         )
-    if inputs.parquet:
-        _check_parquet_schemas(inputs.parquet)
-        raw = spark.read.schema(schema.EVENTS).parquet(*inputs.parquet)
-        frames.append(raw.withColumn(CORRUPT, F.lit(None).cast("string")))
-    both = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        if audit.group is not None:
+            rows = rows.withColumn("group", F.lit(audit.group))
+        events = events.unionByName(rows)
+    return events.dropDuplicates() if found.dedupe else events
+
+
+def _checked(
+    both: sql.DataFrame, frames: list[sql.DataFrame], cached: list[sql.DataFrame] | None
+) -> sql.DataFrame:
     checked = both.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
     if cached is not None:
         cached.append(checked)
@@ -262,9 +291,9 @@ def read_events(
             .collect()
             for frame in frames
         ]
-        files = [found[0]["file"] for found in where if found]
+        files = [hit[0]["file"] for hit in where if hit]
         raise errors.SchemaMismatchError(f"{files[0] if files else 'input'}: {detail}")
-    return eventlog.normalize(checked.drop(CORRUPT))
+    return checked.drop(CORRUPT)
 
 
 def _write(table: pa.Table, path: Path) -> Path:
@@ -276,6 +305,13 @@ def _file_name(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", run)[:80] or "run"
 
 
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plots.close(figure)
+    return buffer.getvalue()
+
+
 def run(
     paths: Sequence[str],
     *,
@@ -283,53 +319,97 @@ def run(
     master: str | None = None,
     conf: Sequence[tuple[str, str]] = (),
     with_plots: bool = True,
+    progress: Progress = _quiet,
 ) -> Result:
-    """Analyze the event logs under ``paths`` and write the report into ``out``."""
+    """Analyze the event logs under ``paths`` and write the report into ``out``.
+
+    ``progress`` gets one line per stage (checking inputs, starting Spark, each
+    table, plots, report). Spark failures raise ``SparkFailedError`` in one line.
+    """
     target = Path(out)
-    inputs = find_inputs(paths, exclude=target)
-    spark = spark_session(master, conf)
-    target.mkdir(parents=True, exist_ok=True)
-    cached: list[sql.DataFrame] = []
-    events = read_events(spark, inputs, cached=cached)
-    tables = transforms.analyze(events)
-    metrics = tables.metrics.toArrow()
-    overlaps = tables.overlaps.orderBy("run", "start_ms", "resource").toArrow()
-    resources = tables.resources.toArrow()
-    imbalance = tables.imbalance.orderBy("run", "ts_ms").toArrow()
-    timeline = tables.timeline.orderBy("run", "ts_ms").toArrow()
-    written = [
-        _write(metrics, target / "metrics.parquet"),
-        _write(overlaps, target / "overlaps.parquet"),
-        _write(resources, target / "resources.parquet"),
-        _write(imbalance, target / "imbalance.parquet"),
-        _write(timeline, target / "timeline.parquet"),
-    ]
-    metric_rows: list[dict[str, Any]] = metrics.to_pylist()
-    figures: dict[str, str] = {}
-    if with_plots:
-        for name, figure in plots.all_figures(
-            metrics=metric_rows,
-            timeline=timeline.to_pylist(),
-            resources=resources.select(["run", "pause_ms"]).to_pylist(),
-            imbalance=imbalance.to_pylist(),
-            file_name=_file_name,
-        ).items():
-            path = target / name
-            figure.savefig(path, dpi=100)
-            plots.close(figure)
-            written.append(path)
-            figures[name] = name
-    markdown = report.render(
-        metrics=metric_rows,
-        overlaps=overlaps.to_pylist(),
-        figures=list(figures),
-        inputs=[*inputs.json, *inputs.parquet],
+    check_master(master)
+    started = time.monotonic()
+    found = inputs.find_and_check(paths, exclude=target, progress=progress)
+    took = f" in {time.monotonic() - started:.1f} s"
+    progress(
+        f"checked {found.rows:,} event(s) of {len(found.runs)} run(s) in {len(found.files)}"
+        f" file(s){took}"
+        + (f", {len(found.audits)} of them operator audit log(s)" if found.audits else "")
+        if found.checked else f"found {len(found.files)} file(s), to be checked by Spark"
     )
-    report_path = target / "report.md"
-    report_path.write_text(markdown, encoding="utf-8")
-    written.append(report_path)
+    target.mkdir(parents=True, exist_ok=True)
+    log = target / SPARK_LOG
+    log.unlink(missing_ok=True)
+    progress(f"starting Spark ({master or 'local[*]'}); its log: {log}")
+    spark = spark_session(master, conf, log=log)
+    try:
+        return _analyze(spark, found, target, with_plots=with_plots, progress=progress)
+    except Exception as exc:
+        if isinstance(exc, errors.AnalyticsError) or not _from_spark(exc):
+            raise
+        raise errors.SparkFailedError(f"Spark failed: {_first_line(exc)} (log: {log})") from None
+
+
+def _from_spark(exc: BaseException) -> bool:
+    module = type(exc).__module__
+    return module.startswith(("pyspark", "py4j"))
+
+
+def _analyze(
+    spark: sql.SparkSession, found: Inputs, target: Path, *, with_plots: bool, progress: Progress
+) -> Result:
+    cached: list[sql.DataFrame] = []
+    events = read_events(spark, found, cached=cached)
+    tables = transforms.analyze(events, flips=found.flips)
+    collected: dict[str, pa.Table] = {}
+    steps = [
+        ("metrics", tables.metrics),
+        ("overlaps", tables.overlaps.orderBy("run", "start_ms", "resource")),
+        ("resources", tables.resources),
+        ("imbalance", tables.imbalance.orderBy("run", "ts_ms")),
+        ("timeline", tables.timeline.orderBy("run", "ts_ms")),
+    ]
+    for number, (name, frame) in enumerate(steps, 1):
+        started = time.monotonic()
+        collected[name] = frame.toArrow()
+        progress(f"table {number}/{len(steps)}: {name} ({collected[name].num_rows:,} rows,"
+                 f" {time.monotonic() - started:.1f} s)")
+    written = [_write(table, target / f"{name}.parquet") for name, table in collected.items()]
+    bounds = {row["run"]: row for row in tables.bounds.collect()}
+    disruptions = [row.asDict() for row in tables.disruptions.collect()]
     for frame in [*cached, *tables.cached]:
         frame.unpersist()
+
+    metric_rows: list[dict[str, Any]] = collected["metrics"].to_pylist()
+    starts = {run: int(row["run_start_ms"]) for run, row in bounds.items()}
+    images: dict[str, bytes] = {}
+    if with_plots:
+        progress("plots")
+        figures = plots.all_figures(
+            metrics=metric_rows,
+            timeline=collected["timeline"].to_pylist(),
+            resources=collected["resources"].select(["run", "pause_ms"]).to_pylist(),
+            imbalance=collected["imbalance"].to_pylist(),
+            disruptions=disruptions,
+            starts=starts,
+            file_name=_file_name,
+        )
+        for name, figure in figures.items():
+            images[name] = _png(figure)
+            (target / name).write_bytes(images[name])
+            written.append(target / name)
+    progress("report")
+    overlaps = collected["overlaps"].to_pylist()
+    files = list(found.files)
+    markdown = report.render(
+        metrics=metric_rows, overlaps=overlaps, figures=list(images), inputs=files, starts=starts,
+    )
+    page = webpage.render(
+        metrics=metric_rows, overlaps=overlaps, images=images, inputs=files, starts=starts,
+    )
+    for name, text in (("report.md", markdown), ("report.html", page)):
+        (target / name).write_text(text, encoding="utf-8")
+        written.append(target / name)
     return Result(out=target, files=tuple(written), metrics=metric_rows)
 
 
@@ -345,7 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = run(args.events, out=args.out, master=args.master,
-                     conf=options.parse_conf(args.conf), with_plots=not args.no_plots)
+                     conf=options.parse_conf(args.conf), with_plots=not args.no_plots,
+                     progress=lambda line: print(line, file=sys.stderr))
     except errors.AnalyticsError as exc:
         print(f"job.py: error: {exc}", file=sys.stderr)
         return 2

@@ -42,20 +42,20 @@ _COMPARED: tuple[tuple[str, str, bool], ...] = (
 )
 
 
-def _cell(value: object, *, ms: bool) -> str:
-    # Integers print as is, means with one decimal, durations in seconds.
+def cell(value: object, *, ms: bool) -> str:
+    """A table cell: ``–`` for none, durations (``ms``) in seconds, means with one decimal."""
     if value is None:
         return "–"
     if ms and isinstance(value, int | float):
         return f"{value / 1000:.3f}"
     if isinstance(value, float):
         return f"{value:.1f}"
-    return str(value).replace("|", "\\|")
+    return str(value)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return lines
 
 
@@ -63,7 +63,8 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _compare(metrics: Rows) -> list[str]:
+def compare_table(metrics: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the protocol x policy comparison."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for row in metrics:
         groups[(str(row["protocol"]), str(row["policy"]))].append(row)
@@ -78,49 +79,86 @@ def _compare(metrics: Rows) -> list[str]:
                 value = int(sum(values))
             else:
                 value = _mean(values)
-            cells.append(_cell(value, ms=ms))
+            cells.append(cell(value, ms=ms))
         rows.append(cells)
-    return _table(["protocol", "policy", "runs", *(h for _, h, _ in _COMPARED)], rows)
+    return ["protocol", "policy", "runs", *(h for _, h, _ in _COMPARED)], rows
 
 
-def render(*, metrics: Rows, overlaps: Rows, figures: Sequence[str], inputs: Sequence[str]) -> str:
+OVERLAP_HEADERS = ("run", "group", "resource", "member", "other member",
+                   "from (s after run start)", "to (s after run start)", "both ran (s)")
+
+
+def runs_table(metrics: Rows) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the runs side by side."""
+    return (
+        [header for _, header, _ in _RUN_COLUMNS],
+        [[cell(row[c], ms=ms) for c, _, ms in _RUN_COLUMNS] for row in metrics],
+    )
+
+
+def overlaps_table(
+    overlaps: Rows, starts: Mapping[str, int]
+) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the first ``OVERLAPS_SHOWN`` overlaps, times in seconds after
+    their run's first event."""
+    rows = []
+    for row in overlaps[:OVERLAPS_SHOWN]:
+        start = starts.get(str(row["run"]), 0)
+        rows.append([
+            *(cell(row[c], ms=False) for c in ("run", "group", "resource", "member",
+                                                  "other_member")),
+            cell(int(row["start_ms"]) - start, ms=True),
+            cell(int(row["end_ms"]) - start, ms=True),
+            cell(int(row["end_ms"]) - int(row["start_ms"]), ms=True),
+        ])
+    return list(OVERLAP_HEADERS), rows
+
+
+def overlaps_summary(metrics: Rows, overlaps: Rows) -> str:
+    """One sentence: none, or how many (and how many are listed)."""
+    if not overlaps:
+        return "None: no resource ever ran on two members at once."
+    total = sum(int(row["overlaps"]) for row in metrics)
+    shown = f" (first {OVERLAPS_SHOWN} shown)" if len(overlaps) > OVERLAPS_SHOWN else ""
+    return f"**{total} overlap(s)**: a resource ran on two members at once{shown}."
+
+
+INTRO = (
+    "Pause is task-time in which a resource ran on no member; *undisturbed* pause is"
+    " that of resources whose members never left, rejoined or joined late (0 for a"
+    " cooperative protocol). Times are in seconds; the Parquet files keep milliseconds."
+)
+
+
+def render(
+    *,
+    metrics: Rows,
+    overlaps: Rows,
+    figures: Sequence[str],
+    inputs: Sequence[str],
+    starts: Mapping[str, int] | None = None,
+) -> str:
     """The whole report as markdown."""
-    total_overlaps = sum(int(row["overlaps"]) for row in metrics)
     lines = [
         "# kooper analyze",
         "",
         f"{len(metrics)} run(s) from {len(inputs)} file(s). Definitions: `docs/events.md`.",
-        "Pause is task-time in which a resource ran on no member; *undisturbed* pause is"
-        " that of resources whose members never left, rejoined or joined late (0 for a"
-        " cooperative protocol).",
+        INTRO,
         "",
         "## Runs",
         "",
-        *_table(
-            [header for _, header, _ in _RUN_COLUMNS],
-            [[_cell(row[c], ms=ms) for c, _, ms in _RUN_COLUMNS] for row in metrics],
-        ),
+        *_table(*runs_table(metrics)),
         "",
         "## Protocol × policy",
         "",
-        *_compare(metrics),
+        *_table(*compare_table(metrics)),
         "",
         "## Overlaps",
         "",
+        overlaps_summary(metrics, overlaps),
     ]
-    if not overlaps:
-        lines.append("None: no resource ever ran on two members at once.")
-    else:
-        lines.append(
-            f"**{total_overlaps} overlap(s)**: a resource ran on two members at once"
-            + (f" (first {OVERLAPS_SHOWN} shown)." if len(overlaps) > OVERLAPS_SHOWN else ".")
-        )
-        lines.append("")
-        columns = ("run", "group", "resource", "member", "other_member", "start_ms", "end_ms")
-        lines += _table(
-            list(columns),
-            [[_cell(row[c], ms=False) for c in columns] for row in overlaps[:OVERLAPS_SHOWN]],
-        )
+    if overlaps:
+        lines += ["", *_table(*overlaps_table(overlaps, starts or {}))]
     if figures:
         lines += ["", "## Plots", ""]
         lines += [f"![{name}]({name})" for name in figures]

@@ -20,12 +20,9 @@ def moves(events: sql.DataFrame) -> sql.DataFrame:
     )
 
 
-def disturbed_members(events: sql.DataFrame) -> sql.DataFrame:
-    """Members (``run``, ``group``, ``member``) disrupted in their run.
-
-    A member is disturbed if it has a ``leave``, or a ``join`` later than the
-    run's first ``start`` (a restart, or a member added after the group formed).
-    """
+def disruptions(events: sql.DataFrame) -> sql.DataFrame:
+    """``schema.DISRUPTIONS``: each ``leave``, and each ``join`` later than the run's first
+    ``start`` (a restart, or a member added after the group formed)."""
     first_start = events.where(F.col("event") == "start").groupBy("run").agg(
         F.min("ts_ms").alias("first_start_ms")
     )
@@ -36,26 +33,36 @@ def disturbed_members(events: sql.DataFrame) -> sql.DataFrame:
     return (
         lifecycle.join(F.broadcast(first_start), "run", "left")
         .where(late)
-        .select(*eventlog.MEMBER)
-        .distinct()
+        .select("run", "ts_ms", "group", "member", "event")
     )
+
+
+def disturbed_members(events: sql.DataFrame) -> sql.DataFrame:
+    """Members (``run``, ``group``, ``member``) disrupted in their run.
+
+    A member is disturbed if it has a ``leave``, or a ``join`` later than the
+    run's first ``start`` (a restart, or a member added after the group formed).
+    """
+    return disruptions(events).select(*eventlog.MEMBER).distinct()
 
 
 def undisturbed(spans: sql.DataFrame, disturbed: sql.DataFrame) -> sql.DataFrame:
     """Per resource: ``undisturbed`` is true when no member that ran it was disturbed."""
     flagged = disturbed.withColumn("hit", F.lit(1))
     return (
-        spans.join(flagged, list(eventlog.MEMBER), "left")
+        # Disturbed members are few (departures and restarts): broadcast them
+        # rather than shuffle every interval by member.
+        spans.join(F.broadcast(flagged), list(eventlog.MEMBER), "left")
         .groupBy(*eventlog.RESOURCE)
         .agg((F.max(F.coalesce("hit", F.lit(0))) == 0).alias("undisturbed"))
     )
 
 
 def stats(
-    segs: sql.DataFrame, moved: sql.DataFrame, calm: sql.DataFrame, held: sql.DataFrame
+    segs: sql.DataFrame, moved: sql.DataFrame, calm: sql.DataFrame, held: sql.DataFrame | None
 ) -> sql.DataFrame:
     """``schema.RESOURCES``: pause, longest pause, overlap time, moves, undisturbed flag,
-    and time held paused (``held``: ``intervals.paused``)."""
+    and time held paused (``held``: ``intervals.paused``; ``None`` when nothing was)."""
     length = F.col("next_ms") - F.col("ts_ms")
     paused = F.when(F.col("running_on") == 0, length)
     doubled = F.when(F.col("running_on") >= 2, length)
@@ -64,11 +71,15 @@ def stats(
         F.coalesce(F.max(paused), F.lit(0)).cast("long").alias("max_pause_ms"),
         F.coalesce(F.sum(doubled), F.lit(0)).cast("long").alias("overlap_ms"),
     )
+    joined = stats.join(moved, list(eventlog.RESOURCE), "left").join(
+        calm, list(eventlog.RESOURCE), "left"
+    )
+    if held is None:
+        joined = joined.withColumn("paused_ms", F.lit(0).cast("long"))
+    else:
+        joined = joined.join(held, list(eventlog.RESOURCE), "left")
     return (
-        stats.join(moved, list(eventlog.RESOURCE), "left")
-        .join(calm, list(eventlog.RESOURCE), "left")
-        .join(held, list(eventlog.RESOURCE), "left")
-        .select(
+        joined.select(
             *eventlog.RESOURCE,
             "pause_ms",
             "max_pause_ms",

@@ -132,6 +132,15 @@ METRICS = _struct(
 )
 """``metrics.parquet``: one row per run (definitions in ``docs/events.md``)."""
 
+DISRUPTIONS = _struct(
+    ("run", T.StringType()),
+    ("ts_ms", T.LongType()),
+    ("group", T.StringType()),
+    ("member", T.StringType()),
+    ("event", T.StringType()),
+)
+"""Each ``leave``, and each ``join`` after the run's first ``start``: what disturbs members."""
+
 RUNNING = _struct(
     ("run", T.StringType()),
     ("ts_ms", T.LongType()),

@@ -54,12 +54,20 @@ class Tables:
     """``schema.RUNNING``: ``running`` in at most ``points`` buckets per run."""
     metrics: sql.DataFrame
     """``schema.METRICS``."""
+    bounds: sql.DataFrame
+    """Per run: ``run_start_ms``, ``run_end_ms``."""
+    disruptions: sql.DataFrame
+    """``schema.DISRUPTIONS``: leaves and late joins, for the plots."""
     cached: tuple[sql.DataFrame, ...]
     """Persisted intermediates: unpersist them when the outputs are written."""
 
 
-def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS) -> Tables:
-    """Run every step on normalized ``events``, persisting the frames several steps reuse."""
+def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool = True) -> Tables:
+    """Run every step on normalized ``events``, persisting the frames several steps reuse.
+
+    ``flips=False`` says the log has no ``pause``/``resume`` row (``inputs.check``
+    counted them): ``paused_ms`` is then 0 without a sort of the log for it.
+    """
 
     def keep(df: sql.DataFrame) -> sql.DataFrame:
         return df.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
@@ -68,7 +76,7 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS) -> Tables:
     spans = keep(intervals.intervals(events, bounds))
     segs = keep(intervals.segments(spans, bounds))
     calm = resources.undisturbed(spans, resources.disturbed_members(events))
-    held = intervals.paused(events, spans)
+    held = intervals.paused(events, spans) if flips else None
     per_resource = keep(resources.stats(segs, resources.moves(events), calm, held))
     overlapping = keep(intervals.overlaps(spans))
     per_round = keep(balance.imbalance(events, spans, bounds))
@@ -82,5 +90,7 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS) -> Tables:
         running=steps,
         timeline=timeline.downsample(steps, bounds, points),
         metrics=runs.metrics(events, per_resource, overlapping, per_round, converged),
+        bounds=bounds,
+        disruptions=resources.disruptions(events),
         cached=(bounds, spans, segs, per_resource, overlapping, per_round),
     )
