@@ -137,3 +137,55 @@ def test_a_non_positive_resync_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.setenv("POD_NAMESPACE", "ns")
     assert cli.main(["worker", "--demo", "--resync-seconds", "0"]) == 2
     assert "--resync-seconds" in capsys.readouterr().err
+
+
+def test_a_stop_that_outlives_its_timeout_ends_the_worker_process_non_zero(tmp_path):
+    # Lease 5 s: the stop timeout is a third of it (1.67 s); the demo task's stop takes
+    # ten minutes. Counting it as stopped would leave it running with nobody owning it.
+    with emulated.EmulatedCluster() as api:
+        pod = api.create("pods", {"metadata": {"name": "w-0"}, "spec": {}}, namespace="default")
+        env = dict(os.environ, KOOPER_KUBE_API=api.url, POD_NAME="w-0", POD_NAMESPACE="default",
+                   POD_UID=pod["metadata"]["uid"], PYTHONPATH=str(ROOT / "operator"))
+        events_file = tmp_path / "events.jsonl"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--lease-seconds", "5",
+             "--renew-seconds", "1", "--events-file", str(events_file)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+
+        def write(generation, tasks):
+            assignment = messages.Assignment(
+                group="demo", member="w-0", generation=generation,
+                protocol=model.Protocol.COMPATIBLE,
+                assigned=model.ConnectorsAndTasks.of([], tasks),
+                configs={"A": {"type": "counter", "stop.ms": "600000"}},
+            )
+            body = {"metadata": {"name": "kooper-w-0"},
+                    "data": {"assignment.json": codec.encode_assignment(assignment)}}
+            if generation == 1:
+                api.create("configmaps", body, namespace="default")
+            else:
+                api.replace("configmaps", "kooper-w-0", body, namespace="default")
+
+        try:
+            deadline = time.monotonic() + 20
+            while api.get("leases", "kooper-w-0", namespace="default") is None:
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            write(1, ["A-0"])
+            while not events_file.exists() or not events_file.read_text():
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            write(2, [])
+            _, err = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 3, err.decode()
+        assert "stopping A-0 did not finish" in err.decode()
+        # It never reported A-0 stopped; its next incarnation takes the Lease over.
+        lease = api.get("leases", "kooper-w-0", namespace="default")
+        report = codec.decode_report(lease["metadata"]["annotations"]["kooper.dev/report"])
+        assert report.owned.tasks == {"A-0"}

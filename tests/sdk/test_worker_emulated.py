@@ -1,6 +1,5 @@
 """The blocking Worker against the in-process Kubernetes API emulator: Lease, ConfigMap, apply."""
 
-import time
 
 import pytest
 from tests.sdk.worker_helpers import NS, POD, Running, assign, report, wait_for
@@ -69,7 +68,7 @@ def test_worker_ignores_a_malformed_assignment_and_keeps_serving(api):
     running = Running(api, uid=api.pod_uid)
     try:
         wait_for(lambda: report(api), what="join")
-        api.create(
+        bad = api.create(
             "configmaps",
             {
                 "metadata": {"name": f"kooper-{POD}"},
@@ -77,7 +76,9 @@ def test_worker_ignores_a_malformed_assignment_and_keeps_serving(api):
             },
             namespace=NS,
         )
-        time.sleep(0.2)
+        # Read (and refused) by the worker: no sleep, the worker says it read that version.
+        version = bad["metadata"]["resourceVersion"]
+        wait_for(lambda: running.worker._configmap_version == version, what="the bad one read")
         assert report(api).generation == -1
         assign(api, 1, [], ["A-0"])
         wait_for(lambda: report(api).generation == 1, what="gen 1")
