@@ -57,6 +57,22 @@ class Operator:
     def shell(self) -> Any:
         return self.memo["shell"]
 
+    def quiet_after(self, rounds: int = 1, name: str = "wg", *,
+                    counter: str = "rounds_planned") -> Any:
+        """Wait until the group's runner planned ``rounds`` rounds (or ran that many steps,
+        with ``counter="steps_run"``) and has nothing queued (no poke pending, no
+        Connector status in flight); returns the runner."""
+
+        def quiet() -> Any:
+            runner = self.shell.runners.get((NS, name))
+            if runner is None or getattr(runner, counter) < rounds:
+                return None
+            if runner.flag.is_set() or runner.patching_connectors:
+                return None
+            return runner
+
+        return wait_for(quiet, what=f"{rounds} planned round(s) of {name}, then quiet")
+
 
 @pytest.fixture
 def emulated() -> Iterator[cluster.EmulatedCluster]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from prometheus_client import REGISTRY
 from tests.shell.conftest import (
     NS,
@@ -116,7 +114,11 @@ def test_restart_annotation_restarts_in_place_once_per_value_across_operator_res
         assert status_epochs(emulated, "A") == {r: 3 for r in a}
         assert assignments(emulated) == placed
         wait_for(lambda: len(restarted_events(emulated)) == 2, what="second event")
-        time.sleep(0.3)  # room for a wrongly repeated restart to show up
+        # One more round after everything settled: a wrongly repeated restart would show.
+        runner = op.quiet_after(1)
+        steps = runner.steps_run
+        runner.task.get_loop().call_soon_threadsafe(runner.poke)
+        op.quiet_after(steps + 1, counter="steps_run")
         assert len(restarted_events(emulated)) == 2
         assert {r: e for r, e in epochs(emulated).items() if r in a} == {r: 3 for r in a}
     finally:

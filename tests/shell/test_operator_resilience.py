@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.shell.conftest import (
     Operator,
     condition,
@@ -31,11 +29,10 @@ def test_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(emulated, 
     finally:
         op.stop()
     generation = group_status(emulated)["rebalanceGeneration"]
-    time.sleep(1.0)
     op = Operator(emulated).start()
     try:
         # The new operator continues the same delay: same deadline, lost work still waiting.
-        time.sleep(0.5)
+        op.quiet_after(1)
         status = group_status(emulated)
         assert status["delay"]["deadline"] == delay["deadline"]
         assert status["unassigned"] == delay["lost"]
@@ -57,7 +54,7 @@ def test_operator_restart_when_converged_rewrites_nothing(emulated, fleet):
         for n in range(3):
             fleet.add(f"w-{n}")
         wait_for(lambda: settled(fleet, emulated, resources=6, members=3), what="settle")
-        time.sleep(0.3)
+        op.quiet_after(1)
     finally:
         op.stop()
     versions = {n: emulated.get("configmaps", f"kooper-w-{n}", namespace="default")
@@ -65,7 +62,7 @@ def test_operator_restart_when_converged_rewrites_nothing(emulated, fleet):
     generation = group_status(emulated)["rebalanceGeneration"]
     op = Operator(emulated).start()
     try:
-        time.sleep(1.0)
+        op.quiet_after(1)  # its first round restored the state and found nothing to do
         assert group_status(emulated)["rebalanceGeneration"] == generation
         for n in range(3):
             cm = emulated.get("configmaps", f"kooper-w-{n}", namespace="default")
@@ -112,7 +109,8 @@ def test_watch_disconnects_do_not_lose_events(emulated, fleet, operator):
     for n in range(1, 4):
         emulated.drop_watches()
         fleet.add(f"w-{n}")
-        time.sleep(0.2)
+        wait_for(lambda n=n: f"w-{n}" in group_status(emulated)["members"]["names"],
+                 what=f"w-{n} seen across a reconnect")
     emulated.drop_watches()
     wait_for(lambda: settled(fleet, emulated, resources=5, members=4), timeout=20,
              what="settled across reconnects")

@@ -116,6 +116,8 @@ class GroupRunner:
         self.results: list[RoundResult] = []
         """The last 100 rounds that planned (tests and the benchmark read them)."""
         self.rounds_planned = 0
+        self.steps_run = 0
+        """Steps run, planned or not (tests wait on it)."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
         """When a list: every planned step's (inputs, memory, now_ms, final Step) (tests)."""
 
@@ -231,6 +233,7 @@ class GroupRunner:
         if plan is None or decided.snapshot is None:
             self.memory = decided.memory
             self.wake_at_ms = decided.wake_at_ms
+            self.steps_run += 1
             return None
         t_write = time.perf_counter()
         failed = await self.writer.configmaps(decided.configmap_writes, group_uid=group.uid)
@@ -258,6 +261,7 @@ class GroupRunner:
         )
         self.results.append(result)
         self.rounds_planned += 1
+        self.steps_run += 1
         self._warm(decided, now_ms)
         del self.results[:-100]
         return result
