@@ -59,7 +59,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                                                                "'kooper'"]),
     ("replay-bad-output", ["replay", OK_SCENARIO, "-o", "xml"], {}, ["xml"]),
     # drill
-    ("drill-no-scenario", ["drill"], {}, ["scenario"]),
+    ("drill-no-scenario", ["drill"], {}, ["SCENARIO"]),
     ("drill-unknown-scenario", ["drill", "nope", "--sim"], {}, ["invalid choice", "nope"]),
     ("drill-without-sim", ["drill", "kill-one"], {}, ["--sim"]),
     ("drill-negative-pods", ["drill", "kill-one", "--sim", "--pods", "-5"], {},

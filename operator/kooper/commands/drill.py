@@ -25,7 +25,7 @@ HELP = "simulate a drill (rolling restart, chaos, ...) and write its event log"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the command line."""
-    parser.add_argument("scenario", choices=(*scenarios.NAMES, "chaos"),
+    parser.add_argument("scenario", choices=(*scenarios.NAMES, "chaos"), metavar="SCENARIO",
                         help="what happens to the group: "
                              + ", ".join((*scenarios.NAMES, "chaos")) + " (docs/simulator.md)")
     parser.add_argument("--sim", action="store_true",
@@ -61,15 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _bar(label: str) -> Callable[[float], None]:
-    """A text progress bar on stderr, one line per 5%."""
+    """A text progress bar on stderr: redrawn in place on a terminal, else a line per 25%."""
     shown = [-1]
+    terminal = sys.stderr.isatty()
+    every = 1 if terminal else 5
 
     def update(fraction: float) -> None:
         step = int(fraction * 20)
-        if step > shown[0]:
+        if step > shown[0] and (step % every == 0 or step == 20):
             shown[0] = step
-            print(f"{label} [{'#' * step}{'.' * (20 - step)}] {step * 5:3d}%",
-                  file=sys.stderr, flush=True)
+            text = f"{label} [{'#' * step}{'.' * (20 - step)}] {step * 5:3d}%"
+            if terminal:
+                print(f"\r{text}", end="\n" if step == 20 else "", file=sys.stderr, flush=True)
+            else:
+                print(text, file=sys.stderr, flush=True)
     return update
 
 
