@@ -1,8 +1,11 @@
 """Hypothesis drives a session with arbitrary interleavings; the invariants must hold.
 
 The fake transport may also leave a start running past its timeout and let it
-return (or fail) any time later, and the operator may pause connectors or send
-documents planned for another incarnation.
+return (or fail) any time later, leave a stop running past its timeout, and the
+operator may pause or stop connectors, send documents planned for another
+incarnation or of another membership epoch. Half the sessions have a timing
+budget (stop timeout and margin): for them, nothing may still run once the Lease
+went unrenewed for ``lease - margin`` unless the session asked to end the process.
 """
 
 import dataclasses
@@ -23,6 +26,9 @@ from kooper.sdk import session as sdk_session
 
 RESOURCES = ["A", "A-0", "A-1", "B", "B-0", "B-1"]
 LEASE_MS = 1_000
+STOP_TIMEOUT_MS = 300
+MARGIN_MS = 100
+DEADLINE_MS = LEASE_MS - MARGIN_MS
 
 
 class SessionMachine(RuleBasedStateMachine):
@@ -41,16 +47,22 @@ class SessionMachine(RuleBasedStateMachine):
         self.left_running: dict[str, sdk_session.Start] = {}  # timed out, callback goes on
         self.orphans: set[str] = set()  # started late: running, owned by nobody
         self.paused: set[str] = set()  # what the callbacks were told to hold paused
+        self.budgeted = False
+        self.last_renewal = 0  # when the session last took a renewal
+        self.exited = False  # the session answered Exit: the process is gone
         self.member_epoch = 0  # the highest membership epoch accepted
         self.fenced_epoch = None  # the epoch the member fenced itself in, until a newer one
 
-    @initialize(cooperative=st.booleans())
-    def create(self, cooperative):
+    @initialize(cooperative=st.booleans(), budgeted=st.booleans())
+    def create(self, cooperative, budgeted):
+        self.budgeted = budgeted
         self.session = sdk_session.Session(
             member_name="w-0",
             incarnation="x",
             protocols=BOTH if cooperative else EAGER_ONLY,
             lease_duration_ms=LEASE_MS,
+            stop_timeout_ms=STOP_TIMEOUT_MS if budgeted else 0,
+            fence_margin_ms=MARGIN_MS if budgeted else 0,
         )
         self.session.join(self.now)
 
@@ -65,6 +77,8 @@ class SessionMachine(RuleBasedStateMachine):
         member_epoch=st.sampled_from([0, 1, 1, 2, 2, 3]),
     )
     def assign(self, bump, chosen, revoke, eager, epoch, paused, incarnation, member_epoch):  # noqa: PLR0917
+        if self.exited:
+            return
         self.generation = max(0, self.generation + bump)
         tasks = [r for r in chosen if "-" in r]
         connectors = [r for r in chosen if "-" not in r]
@@ -99,6 +113,11 @@ class SessionMachine(RuleBasedStateMachine):
     @rule()
     def fetch(self):
         batch = self.session.next_actions()
+        if any(isinstance(action, sdk_session.Exit) for action in batch):
+            assert batch == [sdk_session.Exit(self.session.exit_reason)]
+            event("exit")
+            self.exited = True  # the process ends here: nothing after it happens
+            return
         if any(isinstance(action, sdk_session.Start) for action in batch):
             # Every stop the accepted target implies is done before anything starts,
             # and a fenced or leaving member starts nothing.
@@ -117,6 +136,8 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(data=st.data(), fail=st.booleans())
     @precondition(lambda self: self.pending)
     def complete_one(self, data, fail):
+        if self.exited:
+            return
         action = self.pending.pop(data.draw(st.integers(0, len(self.pending) - 1)))
         error = "boom" if fail and not isinstance(action, sdk_session.ReleaseLease) else None
         self.apply(action, error)
@@ -126,6 +147,8 @@ class SessionMachine(RuleBasedStateMachine):
     def run_one_batch(self, data):
         """Timed-out starts may return first; then fetch one batch and finish all of it:
         each action succeeds, fails or hangs."""
+        if self.exited:
+            return
         for resource in sorted(set(self.left_running) - self.orphans):
             if self.pending:
                 break
@@ -141,12 +164,16 @@ class SessionMachine(RuleBasedStateMachine):
             if isinstance(action, sdk_session.ReleaseLease) or outcome == "ok":
                 self.apply(action, None)
             else:
-                hang = outcome == "hang" and isinstance(action, sdk_session.Start)
+                hang = outcome == "hang" and isinstance(
+                    action, sdk_session.Start | sdk_session.Stop
+                )
                 self.apply(action, "timed out" if hang else "boom", still_running=hang)
 
     @rule(data=st.data())
     @precondition(lambda self: any(isinstance(a, sdk_session.Start) for a in self.pending))
     def a_start_times_out_and_goes_on(self, data):
+        if self.exited:
+            return
         starts = [a for a in self.pending if isinstance(a, sdk_session.Start)]
         action = data.draw(st.sampled_from(starts))
         self.pending.remove(action)
@@ -162,6 +189,9 @@ class SessionMachine(RuleBasedStateMachine):
                 self.left_running[resource] = action
             elif error is None:
                 self.running[resource] = action.epoch
+        elif isinstance(action, sdk_session.Stop) and still_running:
+            assert resource in self.running, "stopped something not running"
+            event("stop left running")  # it still runs: the session must end the process
         elif isinstance(action, sdk_session.Stop):
             assert resource in self.running, "stopped something not running"
             assert action.cleanup == (resource in self.orphans)
@@ -194,6 +224,8 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(data=st.data(), started=st.sampled_from([True, True, False]))
     @precondition(lambda self: set(self.left_running) - self.orphans)
     def late_start_returns(self, data, started):
+        if self.exited:
+            return
         resource = data.draw(st.sampled_from(sorted(set(self.left_running) - self.orphans)))
         self.return_late(resource, started=started)
 
@@ -221,6 +253,8 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(ms=st.integers(0, 2 * LEASE_MS))
     def time_passes(self, ms):
+        if self.exited:
+            return
         self.now += ms
         live = self.session.state in member.LIVE_STATES
         self.session.tick(self.now)
@@ -229,10 +263,20 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule()
     def renew(self):
+        if self.exited:
+            return
+        if self.session.state not in (
+            member.MemberState.UNJOINED,
+            member.MemberState.LEAVING,
+            member.MemberState.LEFT,
+        ):
+            self.last_renewal = self.now
         self.session.lease_renewed(self.now)
 
     @rule(dice=st.integers(0, 5))
     def sigterm(self, dice):
+        if self.exited:
+            return
         # One draw in six: a member that leaves early explores nothing else.
         if dice == 0:
             self.session.terminate()
@@ -241,12 +285,16 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.pending)
     def settle(self):
         """Run to quiescence: fenced or leaving members then run nothing."""
+        if self.exited:
+            return
         while True:
             self.fetch()
             if not self.pending:
                 break
             while self.pending:
                 self.apply(self.pending.pop(0), None)
+        if self.exited:
+            return  # the process ended with something running: that is the point
         state = self.session.state
         assert not self.orphans, "a late start was left running unowned"
         if state in (member.MemberState.FENCED, member.MemberState.LEFT):
@@ -264,6 +312,18 @@ class SessionMachine(RuleBasedStateMachine):
         if self.session is not None and not self.pending:
             assert set(self.session.owned) == set(self.running) - self.orphans
             assert set(self.session.left_running) == set(self.left_running)
+
+    @invariant()
+    def nothing_runs_when_the_lease_may_expire_unless_the_process_ends(self):
+        if self.session is None or not self.budgeted or self.now - self.last_renewal < DEADLINE_MS:
+            return
+        if self.session.exit_reason is None:
+            in_flight = [
+                a for a in self.pending if isinstance(a, sdk_session.Start | sdk_session.Stop)
+            ]
+            assert not self.running, "still running past lease - margin"
+            assert not self.left_running, "a start still running past lease - margin"
+            assert not in_flight, "a callback still running past lease - margin"
 
     @invariant()
     def applied_generation_is_one_that_was_accepted(self):
