@@ -37,8 +37,8 @@ bench: $(STAMP)
 e2e: $(STAMP)
 	$(BIN)/python -m pytest -q e2e --with-e2e
 
-## make promtool: build Prometheus' promtool (the chart tests check the alerts and the
-## dashboard with it) from its Go module at a pinned version into ~/.cache/kooper/
+## make promtool: fetch Prometheus' promtool (the chart tests check the alerts and the
+## dashboard with it) from Debian's prometheus package (or its Go module) into ~/.cache/kooper/
 ## (a no-op when cached).
 .PHONY: promtool
 promtool:

@@ -1,16 +1,16 @@
 """The chart's alerts and dashboard: off by default, checked by Prometheus' own promtool.
 
-promtool comes from Prometheus' Go module at a pinned version, built once into a cache
-outside the repository by ``hack/promtool/build.sh`` (``make`` runs it before the
-tests). ``check rules`` parses every alert, and every dashboard query wrapped in a
-recording rule, with the real PromQL parser; ``test rules`` evaluates the alerts on
-synthetic series: each fires on its condition and stays quiet when the group is healthy.
+promtool is fetched once into a cache outside the repository by
+``hack/promtool/build.sh`` (Debian's prometheus package, or Prometheus' Go module at
+a pinned version where no package can be had; ``make`` runs it before the tests).
+``check rules`` parses every alert, and every dashboard query wrapped in a recording
+rule, with the real PromQL parser; ``test rules`` evaluates the alerts on synthetic
+series: each fires on its condition and stays quiet when the group is healthy.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import re
 import subprocess
@@ -23,7 +23,6 @@ from tests.chart import conftest
 from kooper.sdk import metrics as sdk_metrics
 from kooper.shell import metrics as operator_metrics
 
-PROMTOOL_VERSION = "v0.316.0"  # hack/promtool/build.sh pins the same
 ENABLED = {"metrics": {"prometheusRule": {"enabled": True, "alertLabels": {"team": "ops"}},
                        "dashboard": {"enabled": True}}}
 ALERTS = {"KooperUnassignedWork", "KooperRebalanceStuck", "KooperScheduledRebalanceOverdue",
@@ -33,13 +32,12 @@ METRIC = re.compile(r"\bkooper_[a-z0-9_]+\b")
 
 @pytest.fixture(scope="module")
 def promtool() -> pathlib.Path:
-    path = pathlib.Path(os.environ.get("KOOPER_PROMTOOL") or pathlib.Path(
-        os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache",
-    ) / "kooper" / f"promtool-{PROMTOOL_VERSION}" / "promtool")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"promtool is missing at {path}: run `bash hack/promtool/build.sh` "
-                    "(make test does)", pytrace=False)
-    return path
+    # The script is the one place that knows where promtool lives.
+    found = subprocess.run(["bash", str(conftest.ROOT / "hack" / "promtool" / "build.sh"),
+                            "--check"], capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        pytest.fail(found.stderr.strip(), pytrace=False)
+    return pathlib.Path(found.stdout.strip())
 
 
 def run(promtool, *args, cwd):
