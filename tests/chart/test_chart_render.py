@@ -86,7 +86,7 @@ def test_operator_runs_one_replica_with_recreate_and_the_documented_command(rend
     ]
     assert container["image"] == "kooper:0.1.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 8080, "metrics": 9090}
     assert container["resources"]["requests"]
