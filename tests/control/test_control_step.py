@@ -175,7 +175,8 @@ def test_ten_thousand_members_joining_and_leaving_under_random_names_leave_no_en
         assert not getattr(memory, field), field
     assert not [e for e in memory.reported.entries if e[2]]
     assert caches.claims == {}
-    assert caches.members == {}
+    assert caches.members.members == {}
+    assert caches.members.matches == {}
 
 
 def test_the_persisted_lost_sets_use_the_wire_codec_and_survive_dashed_names():
@@ -188,3 +189,21 @@ def test_the_persisted_lost_sets_use_the_wire_codec_and_survive_dashed_names():
     assert state.restore(document, [], group=GROUP).state.lost == {W("gone"): lost}
     broken = {**document, "lost": {"gone": {"tasks": {"A": ["x"]}}}}
     assert state.restore(broken, [], group=GROUP).state.lost == {}
+
+
+def test_the_members_memo_never_changes_who_is_a_member():
+    from kooper.control import snapshot
+    from kooper.sim import chaos, runner
+
+    config, scenario = chaos.draw(5108)
+    sim = runner.Sim(config, scenario)
+    sim.steps = []
+    sim.run()
+    memo = snapshot.Memo()
+    for inputs, memory, now_ms, _ in sim.steps:
+        kwargs = {"pods": inputs.pods, "leases": inputs.leases,
+                  "last_good": memory.good_reports, "now_ms": now_ms}
+        fast = snapshot.collect_members(inputs.group, memo=memo, **kwargs)
+        slow = snapshot.collect_members(inputs.group, **kwargs)
+        assert (fast.members, fast.reports, fast.issues, fast.next_expiry_ms, fast.pods) == \
+            (slow.members, slow.reports, slow.issues, slow.next_expiry_ms, slow.pods)

@@ -67,17 +67,11 @@ class Recorder:
 
 def departed(previous: model.PlanState, plan: model.Plan) -> list[ids.WorkerId]:
     """Members that held an assignment last round and are gone (or restarted) now."""
-    if previous.incarnations == plan.state.incarnations and \
-            previous.assignments.keys() <= plan.members.keys():
-        return []
-    result = []
-    for member in sorted(previous.assignments):
-        now = plan.state.incarnations.get(member)
-        if member not in plan.members or (
-            previous.incarnations.get(member) and now != previous.incarnations[member]
-        ):
-            result.append(member)
-    return result
+    candidates = previous.assignments.keys() - plan.members.keys()
+    candidates |= {m for m, incarnation in
+                   previous.incarnations.items() - plan.state.incarnations.items()
+                   if incarnation and m in previous.assignments}
+    return sorted(candidates)
 
 
 def _names(members: Iterable[str]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from kooper.control import events, liveness, restarts, state, views
+from kooper.control import events, liveness, restarts, snapshot, state, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -79,8 +79,27 @@ class Caches:
     def __init__(self) -> None:
         self.assignor = assignor.Cache()
         self.configured: tuple[tuple[tuple[str, int], ...], model.ConnectorsAndTasks] | None = None
-        self.claims: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, ...]] = {}
-        self.members: dict[ids.WorkerId, tuple[messages.Report, model.Member]] = {}
+        self.claims: dict[ids.WorkerId, tuple[model.Member,
+                                              tuple[str, model.ConnectorsAndTasks] | None,
+                                              model.ConnectorsAndTasks,
+                                              model.ConnectorsAndTasks]] = {}
+        self.members = snapshot.Memo()
+        self.connectors: tuple[Sequence[views.ConnectorView], Wanted] | None = None
+
+    def connectors_of(self, found: Sequence[views.ConnectorView]) -> Wanted:
+        """Task counts, states, configs and the skip key of these Connectors (memoised)."""
+        if self.connectors is not None:
+            before, result = self.connectors
+            if before is found or (len(before) == len(found) and all(
+                    a is b for a, b in zip(before, found, strict=True))):
+                return result
+        counts, states = snapshot.wanted(found)
+        result = Wanted(
+            counts=counts, states=states, configs={c.name: c.config for c in found},
+            key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart)
+                             for c in found)))
+        self.connectors = (found, result)
+        return result
 
     def configured_of(self, snap: model.Snapshot) -> model.ConnectorsAndTasks:
         """``snap.configured()``, rebuilt only when task counts change (100,000 strings)."""
@@ -88,6 +107,16 @@ class Caches:
         if self.configured is None or self.configured[0] != key:
             self.configured = (key, snap.configured())
         return self.configured[1]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Wanted:
+    """What a step needs of the Connectors, computed once per set of Connector views."""
+
+    counts: Mapping[str, int]
+    states: Mapping[str, str]
+    configs: Mapping[str, Mapping[str, str]]
+    key: tuple[object, ...]
 
 
 def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:
@@ -105,11 +134,34 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:
     """Members the state knows whose pod is gone or terminating (departure candidates)."""
-    known = {*memory.state.assignments, *memory.state.lost}
+    known = memory.state.assignments.keys() | memory.state.lost.keys()
     if not known:
         return []
-    pods = {pod.name: pod for pod in inputs.pods}
-    return [(m, pod) for m in sorted(known) if (pod := pods.get(m)) is None or pod.deleting]
+    pods = _pods_by_name(inputs.pods)
+    absent = known - pods.keys()
+    absent.update(m for m in known & _deleting(pods) if pods[m].deleting)
+    return [(m, pods.get(m)) for m in sorted(absent)]
+
+
+_pods_memo: list[tuple[Sequence[views.PodView], dict[str, views.PodView]]] = []
+_deleting_memo: list[tuple[dict[str, views.PodView], frozenset[str]]] = []
+
+
+def _deleting(pods: dict[str, views.PodView]) -> frozenset[str]:
+    if _deleting_memo and _deleting_memo[0][0] is pods:
+        return _deleting_memo[0][1]
+    result = frozenset(name for name, pod in pods.items() if pod.deleting)
+    _deleting_memo[:] = [(pods, result)]
+    return result
+
+
+def _pods_by_name(pods: Sequence[views.PodView]) -> dict[str, views.PodView]:
+    """Pods by name; the same list as the last call (not mutated since) costs nothing."""
+    if _pods_memo and _pods_memo[0][0] is pods:
+        return _pods_memo[0][1]
+    result = {pod.name: pod for pod in pods}
+    _pods_memo[:] = [(pods, result)]
+    return result
 
 
 def owner_of(member: str, pod: views.PodView | None, memory: Memory) -> Owner:

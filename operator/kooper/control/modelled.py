@@ -60,23 +60,53 @@ def lease(member: model.Member) -> views.LeaseView:
 
 
 class Members:
-    """Pods and Leases of modelled members, rebuilt only for members whose report changed."""
+    """Pods and Leases of modelled members, rebuilt only for members whose report changed.
+
+    ``views`` returns the same list objects until a member changes (and the same pods
+    list until one joins or leaves), so the step's indexes see unchanged objects.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._views: dict[ids.WorkerId, tuple[model.Member, views.PodView, views.LeaseView]] = {}
+        self._members: dict[ids.WorkerId, model.Member] = {}
+        self._pods: dict[ids.WorkerId, views.PodView] = {}
+        self._leases: dict[ids.WorkerId, views.LeaseView] = {}
+        self._lists: tuple[list[views.PodView], list[views.LeaseView]] | None = None
+        self._pods_list: list[views.PodView] | None = None
+
+    def update(self, member: model.Member) -> None:
+        """``member`` reports (joins, or reports again)."""
+        if self._members.get(member.id) is member:
+            return
+        before = self._members.get(member.id)
+        self._members[member.id] = member
+        if before is None or before.incarnation != member.incarnation:
+            self._pods[member.id] = pod(self.name, member)
+            self._pods_list = None
+        self._leases[member.id] = lease(member)
+        self._lists = None
+
+    def remove(self, member: ids.WorkerId) -> None:
+        """``member`` departed: its pod and Lease are gone."""
+        if self._members.pop(member, None) is not None:
+            del self._pods[member]
+            del self._leases[member]
+            self._pods_list = None
+            self._lists = None
+
+    def current(self) -> tuple[list[views.PodView], list[views.LeaseView]]:
+        """(pods, leases) of the members as updated."""
+        if self._lists is None:
+            if self._pods_list is None:
+                self._pods_list = list(self._pods.values())
+            self._lists = (self._pods_list, list(self._leases.values()))
+        return self._lists
 
     def views(self, members: Mapping[ids.WorkerId, model.Member]
               ) -> tuple[list[views.PodView], list[views.LeaseView]]:
-        """(pods, leases) of ``members``."""
-        for gone in [m for m in self._views if m not in members]:
-            del self._views[gone]
-        pods, leases = [], []
-        for member_id, member in members.items():
-            known = self._views.get(member_id)
-            if known is None or known[0] is not member:
-                known = (member, pod(self.name, member), lease(member))
-                self._views[member_id] = known
-            pods.append(known[1])
-            leases.append(known[2])
-        return pods, leases
+        """(pods, leases) of exactly ``members``."""
+        for gone in [m for m in self._members if m not in members]:
+            self.remove(gone)
+        for member in members.values():
+            self.update(member)
+        return self.current()

@@ -22,11 +22,10 @@ Done = Mapping[str, Mapping[str, Any]]
 
 
 def requested(connectors: Sequence[views.ConnectorView], *, done: Done,
-              pending: Pending) -> dict[str, tuple[str, frozenset[str]]]:
+              pending: Pending, counts: Mapping[str, int]) -> dict[str, tuple[str, frozenset[str]]]:
     """connector → (new restart value, resources to restart in place this round)."""
     handled = {name: str(record["observed"]) for name, record in done.items()}
     asked = snapshot.restart_requests(connectors, handled=handled)
-    counts, _ = snapshot.wanted(connectors)
     result: dict[str, tuple[str, frozenset[str]]] = {}
     for name, value in asked.items():
         waiting = pending.get(name)

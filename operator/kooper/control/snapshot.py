@@ -41,6 +41,8 @@ class Members:
     """The earliest time a live member's Lease runs out: plan again then."""
     reports: Mapping[ids.WorkerId, messages.Report]
     """The reports used (the last good one where the current one is malformed)."""
+    new_pods: tuple[views.PodView, ...] = ()
+    """Matching pods not seen (as the same object) by the last call with the same memo."""
 
 
 def wanted(connectors: Iterable[views.ConnectorView]) -> tuple[dict[str, int], dict[str, str]]:
@@ -54,6 +56,60 @@ def wanted(connectors: Iterable[views.ConnectorView]) -> tuple[dict[str, int], d
     return counts, states
 
 
+class Memo:
+    """What ``collect_members`` computed last time, reused for the same view objects.
+
+    kopf indexes (and the simulator) hand back the same view object until the
+    object changes, so at 1,000 members most Leases and pods are the objects of the
+    round before: their selector match and their ``Member`` are looked up, not rebuilt.
+    A pods or Leases list passed once must not be mutated afterwards.
+    """
+
+    def __init__(self) -> None:
+        self.selector: views.Selector | None = None
+        self.pods: Iterable[views.PodView] | None = None
+        self.matching: dict[str, views.PodView] = {}
+        self.matches: dict[str, tuple[views.PodView, bool]] = {}
+        self.members: dict[str, tuple[views.LeaseView, views.PodView, model.Member, int]] = {}
+        self.leases: list[views.LeaseView] | None = None
+        self.result: Members | None = None
+
+
+_Found = tuple[model.Member, messages.Report, int | None]
+
+
+def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodView | None, *,
+               last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int,
+               issues: list[Issue]) -> _Found | None:
+    """The member a Lease vouches for now, with its report and expiry (None: not one)."""
+    if pod is None:
+        return None  # Another group's member, or a pod that is gone.
+    if lease.pod_uid and lease.pod_uid != pod.uid:
+        return None  # The Lease of a previous pod with this name, awaiting garbage collection.
+    if not liveness.lease_live(lease, now_ms=now_ms, default_duration_s=group.lease_duration_s,
+                               skew_s=group.clock_skew_s):
+        return None
+    member = ids.WorkerId(lease.member)
+    report = lease.report
+    if report is None:
+        previous = last_good.get(member)
+        if lease.error and lease.error != views.NO_REPORT:
+            issues.append(Issue("MalformedReport", f"{member}: {lease.error}", member))
+        if previous is None or previous.incarnation != lease.incarnation:
+            return None
+        report = previous
+    expiry = lease.expires_at_ms(default_duration_s=group.lease_duration_s,
+                                 skew_s=group.clock_skew_s)
+    return model.Member(
+        id=member,
+        owned=report.owned,
+        generation=report.generation,
+        protocols=report.protocols or frozenset({model.Protocol.EAGER}),
+        incarnation=report.incarnation,
+        fenced=report.fenced,
+    ), report, expiry
+
+
 def collect_members(
     group: views.GroupView,
     *,
@@ -61,63 +117,112 @@ def collect_members(
     leases: Iterable[views.LeaseView],
     last_good: Mapping[ids.WorkerId, messages.Report],
     now_ms: int,
-    built: dict[ids.WorkerId, tuple[messages.Report, model.Member]] | None = None,
+    memo: Memo | None = None,
 ) -> Members:
-    """Live members: a matching pod, an unexpired Lease of that pod, a usable report.
-
-    ``built`` remembers the ``Member`` made from each report object, so that an
-    unchanged report gives the same ``Member`` (cheaper to build and to compare).
-    """
+    """Live members: a matching pod, an unexpired Lease of that pod, a usable report."""
+    memo = memo if memo is not None else Memo()
+    leases = list(leases) if not isinstance(leases, list) else leases
     selector = group.selector
-    matching = {pod.name: pod for pod in pods if selector.matches(pod.labels)}
+    if memo.selector != selector:
+        memo.selector, memo.pods, memo.matches, memo.members = selector, None, {}, {}
+        memo.leases = memo.result = None
+    quick = _changed_only(group, memo, pods=pods, leases=leases, last_good=last_good,
+                          now_ms=now_ms)
+    if quick is not None:
+        return quick
+    new_pods: list[views.PodView] = []
+    if pods is memo.pods:
+        matching = memo.matching  # The very same pods as last time.
+    else:
+        seen = memo.matches
+        matching = {}
+        fresh: dict[str, tuple[views.PodView, bool]] = {}
+        for pod in pods:
+            hit = seen.get(pod.name)
+            if hit is not None and hit[0] is pod:
+                ok = hit[1]
+            else:
+                ok = selector.matches(pod.labels)
+                if ok:
+                    new_pods.append(pod)
+            fresh[pod.name] = (pod, ok)
+            if ok:
+                matching[pod.name] = pod
+        memo.pods, memo.matching, memo.matches = pods, matching, fresh
+    built = memo.members
     members: dict[ids.WorkerId, model.Member] = {}
     reports: dict[ids.WorkerId, messages.Report] = {}
     issues: list[Issue] = []
     next_expiry: int | None = None
+    kept: dict[str, tuple[views.LeaseView, views.PodView, model.Member, int]] = {}
     for lease in leases:
-        pod = matching.get(lease.member)
-        if pod is None:
-            continue  # Another group's member, or a pod that is gone.
-        if lease.pod_uid and lease.pod_uid != pod.uid:
-            continue  # The Lease of a previous pod with this name, awaiting garbage collection.
-        if not liveness.lease_live(
-            lease, now_ms=now_ms, default_duration_s=group.lease_duration_s,
-            skew_s=group.clock_skew_s,
-        ):
+        found_pod = matching.get(lease.member)
+        known = built.get(lease.member)
+        if known is not None and known[0] is lease and known[1] is found_pod:
+            if now_ms >= known[3]:
+                continue  # Expired.
+            member_id = known[2].id
+            members[member_id] = known[2]
+            reports[member_id] = known[0].report or last_good[member_id]
+            kept[lease.member] = known
+            if next_expiry is None or known[3] < next_expiry:
+                next_expiry = known[3]
             continue
-        member = ids.WorkerId(lease.member)
-        report = lease.report
-        if report is None:
-            previous = last_good.get(member)
-            if lease.error and lease.error != views.NO_REPORT:
-                issues.append(Issue("MalformedReport", f"{member}: {lease.error}", member))
-            if previous is None or previous.incarnation != lease.incarnation:
-                continue
-            report = previous
-        expiry = lease.expires_at_ms(
-            default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s
-        )
+        found = _member_of(group, lease, found_pod, last_good=last_good, now_ms=now_ms,
+                           issues=issues)
+        if found is None or found_pod is None:
+            continue
+        member, report, expiry = found
+        members[member.id] = member
+        reports[member.id] = report
         if expiry is not None and (next_expiry is None or expiry < next_expiry):
             next_expiry = expiry
-        known = built.get(member) if built is not None else None
-        if known is not None and known[0] is report:
-            members[member] = known[1]
-        else:
-            members[member] = model.Member(
-                id=member,
-                owned=report.owned,
-                generation=report.generation,
-                protocols=report.protocols or frozenset({model.Protocol.EAGER}),
-                incarnation=report.incarnation,
-                fenced=report.fenced,
-            )
-            if built is not None:
-                built[member] = (report, members[member])
-        reports[member] = report
-    if built is not None and len(built) > len(members):
-        for gone in [m for m in built if m not in members]:
-            del built[gone]
-    return Members(members, matching, tuple(issues), next_expiry, reports)
+        if lease.report is not None and expiry is not None:
+            kept[lease.member] = (lease, found_pod, member, expiry)
+    memo.members = kept
+    result = Members(members, matching, tuple(issues), next_expiry, reports, tuple(new_pods))
+    memo.leases, memo.result = leases, result
+    return result
+
+
+def _changed_only(group: views.GroupView, memo: Memo, *, pods: Iterable[views.PodView],
+                  leases: list[views.LeaseView],
+                  last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int
+                  ) -> Members | None:
+    """The last result with only the Leases that are new objects redone, when that is
+    exact: same pods, same Leases in the same places, nobody expired, no bad input."""
+    before, last = memo.leases, memo.result
+    if before is None or last is None or pods is not memo.pods or last.issues \
+            or len(before) != len(leases) \
+            or (last.next_expiry_ms is not None and now_ms >= last.next_expiry_ms):
+        return None
+    changed = [(old, new) for old, new in zip(before, leases, strict=True) if old is not new]
+    members = dict(last.members)
+    reports = dict(last.reports)
+    kept = dict(memo.members)
+    next_expiry = last.next_expiry_ms
+    for old, new in changed:
+        if old.member != new.member or old.member not in kept:
+            return None  # Moved, or a Lease that was no member: the whole pass decides.
+        pod = memo.matching.get(new.member)
+        issues: list[Issue] = []
+        found = _member_of(group, new, pod, last_good=last_good, now_ms=now_ms, issues=issues)
+        if found is None or issues or pod is None or new.report is None:
+            return None
+        member, report, expiry = found
+        if expiry is None:
+            return None
+        if kept[old.member][3] == next_expiry and (expiry is None or expiry > next_expiry):
+            return None  # The earliest expiry moved later: the whole pass finds the new one.
+        members[member.id] = member
+        reports[member.id] = report
+        kept[new.member] = (new, pod, member, expiry)
+        if expiry is not None and (next_expiry is None or expiry < next_expiry):
+            next_expiry = expiry
+    memo.members = kept
+    result = Members(members, last.pods, (), next_expiry, reports, ())
+    memo.leases, memo.result = leases, result
+    return result
 
 
 def build(
@@ -127,11 +232,13 @@ def build(
     members: Mapping[ids.WorkerId, model.Member],
     departed_permanently: Iterable[ids.WorkerId] = (),
     restarts: Iterable[str] = (),
+    counts: Mapping[str, int] | None = None,
 ) -> model.Snapshot:
-    """The round's snapshot."""
-    counts, _ = wanted(connectors)
+    """The round's snapshot (``counts``: ``wanted(connectors)[0]`` if already known)."""
+    if counts is None:
+        counts, _ = wanted(connectors)
     return model.Snapshot(
-        connectors=counts,
+        connectors=dict(counts),
         members=dict(members),
         settings=group.settings,
         departed_permanently=frozenset(departed_permanently),

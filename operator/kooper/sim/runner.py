@@ -523,12 +523,14 @@ class Sim:
             return  # an older report arriving late: the Lease already holds a newer one
         self.seen_seq[name] = (token, seq)
         self.visible[name] = member
+        self.modelled.update(member)
         self._trigger()
 
     def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
         seen = self.visible.get(name)
         if seen is not None and seen.incarnation == incarnation:
             del self.visible[name]
+            self.modelled.remove(name)
             self._trigger()
 
     # -- partitions ---------------------------------------------------------------------------
@@ -636,7 +638,7 @@ class Sim:
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
-        pods, leases = self.modelled.views(self.visible)
+        pods, leases = self.modelled.current()
         inputs = control.Inputs(
             group=modelled.group(self.config.group, self.settings), pods=pods, leases=leases,
             connectors=self.counts)
