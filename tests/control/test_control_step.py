@@ -50,7 +50,7 @@ def run(members: list[model.Member], memory: control.Memory, now_ms: int, **kw: 
     return decided, settle(decided, members)
 
 
-def test_a_step_writes_changed_members_then_the_status_then_deletes_departed_ones():
+def test_a_step_deletes_departed_members_then_writes_changed_ones_then_the_status():
     memory = control.Memory()
     first, members = run([member("a"), member("b")], memory, 0)
     assert [w.member for w in first.configmap_writes] == ["a", "b"]
@@ -64,6 +64,9 @@ def test_a_step_writes_changed_members_then_the_status_then_deletes_departed_one
     gone, _ = run([m for m in members if m.id == "a"], second.memory, 30, owners={
         ("ReplicaSet", "b"): control.OwnerFacts(exists=False)})
     assert gone.deletes == (W("b"),)
+    kinds = [type(w) for w in gone.writes]
+    assert kinds == [control.DeleteConfigMap, *[control.WriteConfigMap] * len(
+        gone.configmap_writes), control.WriteStatus]
     assert [e.reason for e in gone.events] == ["MemberDeparted", "RebalanceCompleted"]
 
 

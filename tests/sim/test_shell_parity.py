@@ -91,11 +91,15 @@ def shell_round(inputs: control.Inputs, memory: control.Memory, now_ms: int
 
 def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
     """The same calls, from the simulator's step."""
-    assert decided.status is not None
-    writes: list[tuple[str, Any]] = [("write", codec.encode_assignment(message))
-                                     for message in decided.configmap_writes]
-    writes.append(("status", state.encode(decided.status.state, owners=decided.status.owners)))
-    writes += [("delete", views.configmap_name(member)) for member in decided.deletes]
+    writes: list[tuple[str, Any]] = []
+    for write in decided.writes:
+        if isinstance(write, control.DeleteConfigMap):
+            writes.append(("delete", views.configmap_name(write.member)))
+        elif isinstance(write, control.WriteConfigMap):
+            writes.append(("write", codec.encode_assignment(write.assignment)))
+        else:
+            writes.append(("status", state.encode(write.status.state,
+                                                  owners=write.status.owners)))
     return writes
 
 
@@ -124,11 +128,13 @@ def test_the_shell_writes_what_the_simulator_writes_on_recorded_rounds(name: str
     for number, (inputs, memory, now_ms, decided) in enumerate(steps):
         calls = shell_round(inputs, memory, now_ms)
         expected = sim_writes(decided)
-        # ConfigMap writes run in parallel: same set, and all of them before the status.
-        split = len(decided.configmap_writes)
-        assert sorted(calls[:split]) == sorted(expected[:split]), (name, number)
-        assert calls[split] == expected[split], (name, number)  # the persisted state
-        assert sorted(calls[split + 1:]) == sorted(expected[split + 1:]), (name, number)
+        # Deletions first, then the ConfigMap writes (each phase in parallel: same set),
+        # then the status.
+        deletes = len(decided.deletes)
+        split = deletes + len(decided.configmap_writes)
+        assert sorted(calls[:deletes]) == sorted(expected[:deletes]), (name, number)
+        assert sorted(calls[deletes:split]) == sorted(expected[deletes:split]), (name, number)
+        assert calls[split:] == expected[split:], (name, number)  # the persisted state
 
 
 def test_a_recorded_round_is_a_pure_function_of_its_inputs_and_memory():

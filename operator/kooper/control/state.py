@@ -8,11 +8,14 @@ assignments, so on restart ``restore`` reads them back, with the epochs of
 assigned resources and the generation each was written at. Resource sets are in
 the wire shape of ``protocol.codec`` (``encode_resources``): one codec.
 
-The order of writes in a round makes this safe (see ``rounds.py``): changed
-ConfigMaps first, then the status, then deletions of departed members'
-ConfigMaps. If the operator dies between the first two steps, the ConfigMaps
-are newer than the status; ``restore`` takes the newest generation, drops from
-the lost sets whatever a ConfigMap assigns, and keeps the largest epoch.
+The order of writes in a round makes this safe (see ``control.step``):
+deletions of departed members' ConfigMaps first, then changed ConfigMaps, then
+the status. If the operator dies after the deletions, the departed member's work
+is in no document: the next leader treats it as unassigned, and the barrier
+still holds it while a live member reports owning it. If it dies between the
+ConfigMaps and the status, the ConfigMaps are newer than the status; ``restore``
+takes the newest generation, drops from the lost sets whatever a ConfigMap
+assigns, and keeps the largest epoch.
 """
 
 from __future__ import annotations

@@ -45,8 +45,9 @@ from kooper.control.inputs import (
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
-__all__ = ["Caches", "Connectors", "GroupStatus", "Inputs", "Memory", "Metrics", "Owner",
-           "OwnerFacts", "Step", "owners_to_read", "restored", "step"]
+__all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
+           "Metrics", "Owner", "OwnerFacts", "Step", "Write", "WriteConfigMap", "WriteStatus",
+           "owners_to_read", "restored", "step"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -90,6 +91,30 @@ class Metrics:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class DeleteConfigMap:
+    """Delete a departed member's ConfigMap (absent already is fine)."""
+
+    member: ids.WorkerId
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteConfigMap:
+    """Write a member's Assignment."""
+
+    assignment: messages.Assignment
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteStatus:
+    """Write the WorkerGroup status (the persisted planner state)."""
+
+    status: GroupStatus
+
+
+Write = DeleteConfigMap | WriteConfigMap | WriteStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Step:
     """What one step decided; ``plan`` is None when nothing needed doing."""
 
@@ -107,6 +132,25 @@ class Step:
     connectors: Connectors | None = None
     failures: frozenset[ids.WorkerId] = frozenset()
     decision: _Decision | None = None
+
+    @property
+    def writes(self) -> tuple[Write, ...]:
+        """Every write, in the order they must be made (see the module docstring)."""
+        ordered: list[Write] = [DeleteConfigMap(m) for m in self.deletes]
+        ordered += [WriteConfigMap(a) for a in self.configmap_writes]
+        if self.status is not None:
+            ordered.append(WriteStatus(self.status))
+        return tuple(ordered)
+
+    def phases(self) -> tuple[tuple[Write, ...], ...]:
+        """``writes`` cut into phases of one kind; a phase's writes may run in parallel."""
+        result: list[list[Write]] = []
+        for write in self.writes:
+            if result and type(result[-1][0]) is type(write):
+                result[-1].append(write)
+            else:
+                result.append([write])
+        return tuple(tuple(phase) for phase in result)
 
     def failed(self, members: frozenset[ids.WorkerId], *, retry_ms: int = 1_000) -> Step:
         """This step again, knowing that the ConfigMap writes of ``members`` failed."""

@@ -236,6 +236,8 @@ class GroupRunner:
             self.steps_run += 1
             return None
         t_write = time.perf_counter()
+        # Step.writes' order: departed members' documents go first (see control.step).
+        deleted = await self.writer.delete(decided.deletes)
         failed = await self.writer.configmaps(decided.configmap_writes, group_uid=group.uid)
         decided = decided.failed(failed, retry_ms=int(self.ctx.retry_s * 1000))
         latency = (time.monotonic() - burst_started) if burst_started is not None else None
@@ -245,7 +247,6 @@ class GroupRunner:
         assert decided.status is not None
         await self.writer.group_status(group, decided.status)
         t_done = time.perf_counter()
-        deleted = await self.writer.delete(decided.deletes)
         self.memory = decided.memory
         self.wake_at_ms = decided.wake_at_ms
         if self.steps is not None:

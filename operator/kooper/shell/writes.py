@@ -1,10 +1,11 @@
 """Executing a ``control.step.Step``'s writes against the API, in the Step's order.
 
-1. the ConfigMaps (each with a ``resourceVersion`` precondition; a 409 re-reads the
+1. deletions of departed members' ConfigMaps (a failure fails the round: nothing
+   of theirs is written elsewhere before their documents are gone);
+2. the ConfigMaps (each with a ``resourceVersion`` precondition; a 409 re-reads the
    version and retries: the operator owns the data), in parallel;
-2. the WorkerGroup status (a 409 re-reads the status and retries; one showing a newer
-   persisted generation means another operator is active: ``Restart``);
-3. deletions of departed members' ConfigMaps.
+3. the WorkerGroup status (a 409 re-reads the status and retries; one showing a newer
+   persisted generation means another operator is active: ``Restart``).
 
 Only outcomes flow back into the decisions: which ConfigMap writes failed
 (``Step.failed``). The resourceVersions kept here are for noticing edits by others.
@@ -111,7 +112,7 @@ class Writer:
             found[member] = "edited"
         self.written[member] = (fresh.resource_version, fresh.text)
 
-    # --- 1. ConfigMaps -----------------------------------------------------------------
+    # --- 2. ConfigMaps -----------------------------------------------------------------
 
     async def configmaps(self, writes: Iterable[messages.Assignment], *, group_uid: str
                          ) -> frozenset[ids.WorkerId]:
@@ -155,7 +156,7 @@ class Writer:
                 rv = None
         raise kube.ConflictError(f"ConfigMap {views.configmap_name(member)}: still conflicting")
 
-    # --- 2. the WorkerGroup status --------------------------------------------------------
+    # --- 3. the WorkerGroup status --------------------------------------------------------
 
     async def group_status(self, group: views.GroupView, write: step.GroupStatus) -> None:
         """Merge-patch the status with a resourceVersion precondition."""
@@ -190,7 +191,7 @@ class Writer:
         raise kube.ConflictError(f"WorkerGroup {self.namespace}/{self.name} status: "
                                  "still conflicting")
 
-    # --- 3. deletions -------------------------------------------------------------------------
+    # --- 1. deletions -------------------------------------------------------------------------
 
     async def delete(self, members: Iterable[ids.WorkerId]) -> int:
         """Delete departed members' ConfigMaps (absent already is fine)."""

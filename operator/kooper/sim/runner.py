@@ -617,24 +617,37 @@ class Sim:
             self.steps.append((inputs, memory, self.clock.now_ms, decided))
         self.last_plan = plan
         self._emit(ev.Kind.ROUND, generation=plan.state.generation)
-        writes = decided.configmap_writes
+        writes = self._ordered(decided)
         if self.crash_mid_round:
-            # The operator dies after some of the ConfigMap writes, before the status.
+            # The operator dies part-way through the step's write sequence.
             self.crash_mid_round = False
-            for message in writes[: self.rng.randint(0, len(writes))]:
-                self._write(message)
+            for write in writes[: self._crash_prefix(len(writes))]:
+                self._execute(write)
             self._operator_down()
             return
-        for message in writes:
-            self._write(message)
-        assert decided.status is not None
-        self.persisted = decided.status.state
-        self.persisted_owners = decided.status.owners
-        for name in decided.deletes:
-            self.written.pop(name, None)
+        for write in writes:
+            self._execute(write)
         if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
             self.deadline_at = plan.next_round_at_ms
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
+
+    def _ordered(self, decided: control.Step) -> tuple[control.Write, ...]:
+        """The step's writes in the order they are made: the step's own order."""
+        return decided.writes
+
+    def _crash_prefix(self, count: int) -> int:
+        """How many of a step's ``count`` writes an operator dying mid-sequence made."""
+        return self.rng.randint(0, count - 1)  # never the status: it is the last write
+
+    def _execute(self, write: control.Write) -> None:
+        """One write of a step, in its order (deletes, ConfigMaps, the status)."""
+        if isinstance(write, control.DeleteConfigMap):
+            self.written.pop(write.member, None)
+        elif isinstance(write, control.WriteConfigMap):
+            self._write(write.assignment)
+        else:
+            self.persisted = write.status.state
+            self.persisted_owners = write.status.owners
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
