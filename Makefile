@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kooper-installed
 
-.PHONY: demo test lint pytest bench e2e clean venv
+.PHONY: demo test lint pytest bench e2e clean venv kube-bins
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,8 +26,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+pytest: $(STAMP) kube-bins
+	KOOPER_REQUIRE_REALK8S=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## make kube-bins: build kube-apiserver, kube-controller-manager, kubectl and etcd from the
+## Go modules pinned in hack/kube/go.mod into ~/.cache/kooper/ (a no-op when cached).
+kube-bins:
+	bash hack/kube/build.sh
 
 ## make bench: prints the benchmark numbers (not a timed test).
 bench: $(STAMP)
