@@ -45,6 +45,7 @@ done
 
 mkdir -p "$(dirname "$dir")"
 tmp="$(mktemp -d "$dir.tmp.XXXXXX")"
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 echo "building kube-apiserver, kube-controller-manager, kubectl $kube_version and etcd $etcd_version into $dir" >&2
 # One `go build` for all four commands, so the packages they share compile once.

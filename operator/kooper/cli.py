@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "worker": "run a worker: the SDK with the demo connectors",
     "status": "print a worker group's members and their resources",
     "version": "print kooper's version and those of Python and kopf",
+    "cluster": "start or stop a real local Kubernetes control plane (pods run as processes)",
 }
 
 DESCRIPTION = """\

@@ -1,0 +1,78 @@
+"""The integration tests on the real local control plane (``realk8s``).
+
+They share the session's local cluster with the e2e drills (``e2e.localcluster``):
+real kube-apiserver, etcd and kube-controller-manager, pods as local processes.
+Each test module works in namespaces of its own, so the drills' chart release (in
+namespace ``kooper``) and these never see each other's objects.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pathlib
+import subprocess
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from e2e import localcluster, tools
+
+from kooper.controlplane import host
+from kooper.sdk import kube as kube_api
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> host.Handle:
+    return localcluster.shared(request.config, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def k(cluster: host.Handle) -> tools.Kube:
+    """kubectl as the cluster's admin."""
+    return localcluster.kube_of(cluster)
+
+
+@pytest.fixture(scope="session")
+def admin(cluster: host.Handle) -> kube_api.Api:
+    """The worker SDK's REST client, as the cluster's admin."""
+    return kube_api.Api(cluster.server, token_file=cluster.admin_token_file,
+                        ca_file=cluster.ca_file, timeout_s=30)
+
+
+@pytest.fixture(scope="session")
+def crds(k: tools.Kube) -> None:
+    """``kubectl apply -f crds/`` (server-side), then wait until the API serves them."""
+    k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    k.kubectl("wait", "--for=condition=Established", "crd/workergroups.kooper.dev",
+              "crd/connectors.kooper.dev", "--timeout=60s", timeout=90)
+
+
+@pytest.fixture
+def namespace(k: tools.Kube) -> Iterator[str]:
+    """A fresh namespace, deleted after the test."""
+    name = f"it-{next(_names)}"
+    k.kubectl("create", "namespace", name)
+    yield name
+    k.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def get_json(k: tools.Kube, *args: str) -> Any:
+    return json.loads(k.kubectl("get", *args, "-o", "json"))
+
+
+def refused(k: tools.Kube, *args: str, input_text: str | None = None) -> str:
+    """kubectl's stderr for a command the server must refuse (fails the test otherwise)."""
+    try:
+        out = k.kubectl(*args, input_text=input_text)
+    except subprocess.CalledProcessError as exc:
+        return str(exc.stderr)
+    pytest.fail(f"the server accepted kubectl {' '.join(args)}: {out}")
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 120) -> Any:
+    return tools.wait_for(what, check, timeout_s=timeout_s, interval_s=0.5)
