@@ -1,8 +1,11 @@
-"""The kind e2e suite: opt-in with ``--with-e2e`` (``make e2e``).
+"""The e2e drills: on the real local control plane by default, on kind with ``--with-e2e``.
 
-Without the flag every test marked ``e2e`` is skipped; with it, but without Docker,
-kind, kubectl or helm, every one is skipped with one line naming what is missing.
-Nothing here downloads anything or touches a cluster unless ``--with-e2e`` is given.
+Drills marked ``realk8s`` as well as ``e2e`` run on every ``make test``: against the
+local control plane (``kooper.controlplane``: real kube-apiserver, etcd and
+kube-controller-manager, pods as local processes), with the chart installed as on
+kind. With ``--with-e2e`` (``make e2e``) the same drills, and the kind-only ones, run
+on a kind cluster instead; without Docker, kind, kubectl or helm they are skipped
+with one line naming what is missing. Kind-only drills skip with one line otherwise.
 The offline unit tests in this folder (invariants, recorder) always run.
 
 Environment: ``KOOPER_E2E_CLUSTER`` reuses an existing kind cluster of that name (it is
@@ -19,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from e2e import tools
+from e2e import localcluster, tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = "kooper"
@@ -42,7 +45,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not e2e_items:
         return
     if not config.getoption("--with-e2e"):
-        reason = "e2e: pass --with-e2e (make e2e) to run the kind drills"
+        reason = "e2e: kind-only drill: pass --with-e2e (make e2e) to run it on kind"
+        e2e_items = [item for item in e2e_items if not item.get_closest_marker("realk8s")]
     else:
         missing = tools.missing_tools()
         if not missing:
@@ -64,7 +68,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def kube() -> Iterator[tools.Kube]:
+def kube(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tools.Kube]:
+    """A cluster with the chart installed: kind with ``--with-e2e``, else the local one."""
+    if request.config.getoption("--with-e2e"):
+        yield from _kind()
+        return
+    handle = localcluster.shared(request.config, tmp_path_factory)
+    kube = localcluster.kube_of(handle)
+    localcluster.install_chart(kube, namespace=NAMESPACE)
+    yield kube  # noqa: PT022 - the local cluster stops at the session's end (localcluster)
+
+
+def _kind() -> Iterator[tools.Kube]:
     """A kind cluster with both images loaded and the chart installed (the CRDs with it)."""
     reuse = os.environ.get("KOOPER_E2E_CLUSTER")
     name = reuse or "kooper-e2e"

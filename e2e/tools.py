@@ -35,18 +35,27 @@ def run(*args: str, timeout: float = 600, input_text: str | None = None) -> str:
 
 
 class Kube:
-    """kubectl and helm against one kubeconfig context."""
+    """kubectl and helm against one kubeconfig context (kind's, or the local control plane's)."""
 
-    def __init__(self, context: str) -> None:
+    def __init__(
+        self, context: str, *, kubeconfig: str | None = None, kubectl: str = "kubectl"
+    ) -> None:
         self.context = context
+        self.kubeconfig = kubeconfig
+        self.kubectl_path = kubectl
+
+    def _config(self) -> list[str]:
+        return ["--kubeconfig", self.kubeconfig] if self.kubeconfig else []
 
     def kubectl(self, *args: str, timeout: float = 120, input_text: str | None = None) -> str:
         return run(
-            "kubectl", "--context", self.context, *args, timeout=timeout, input_text=input_text
+            self.kubectl_path, *self._config(), "--context", self.context, *args,
+            timeout=timeout, input_text=input_text,
         )
 
     def helm(self, *args: str, timeout: float = 600) -> str:
-        return run("helm", "--kube-context", self.context, *args, timeout=timeout)
+        return run("helm", *self._config(), "--kube-context", self.context, *args,
+                   timeout=timeout)
 
 
 def wait_for(
