@@ -113,6 +113,10 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("worker-without-demo", ["worker"], {}, ["--demo"]),
     ("worker-without-pod-identity", ["worker", "--demo"], {}, ["POD_NAME"]),
     ("worker-bad-lease", ["worker", "--demo", "--lease-seconds", "0"], {}, ["--lease-seconds"]),
+    ("worker-bad-stop-timeout", ["worker", "--demo", "--stop-timeout-seconds", "-1"], {},
+     ["--stop-timeout-seconds"]),
+    ("worker-broken-timing-budget", ["worker", "--demo", "--stop-timeout-seconds", "25"], {},
+     ["stop timeout 25s", "lease duration 30s"]),
     ("worker-bad-protocols", ["worker", "--demo", "--protocols", "bogus"], {}, ["--protocols"]),
     ("worker-bad-log-level", ["worker", "--demo", "--log-level", "loud"], {}, ["--log-level"]),
     # status

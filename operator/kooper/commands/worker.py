@@ -62,6 +62,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         help="longest a start/stop callback may take before it is reported failed",
     )
+    parser.add_argument(
+        "--stop-timeout-seconds",
+        type=float,
+        default=None,
+        help="longest a stop may take; a stop still running past it ends the process "
+        "(default: a third of --lease-seconds)",
+    )
+    parser.add_argument(
+        "--fence-margin-seconds",
+        type=float,
+        default=None,
+        help="everything is stopped this long before the Lease could expire "
+        "(default: a fifteenth of --lease-seconds)",
+    )
     parser.add_argument("--events-file", help="also append event JSON lines to this file")
     parser.add_argument(
         "--health-port", type=int, default=0,
@@ -99,6 +113,10 @@ def settings_from(args: argparse.Namespace) -> client.Settings:
         raise WorkerUsageError("--start-ms and --stop-ms must not be negative")
     if args.tick_seconds <= 0 or args.resync_seconds <= 0:
         raise WorkerUsageError("--tick-seconds and --resync-seconds must be positive")
+    for flag, value in (("--stop-timeout-seconds", args.stop_timeout_seconds),
+                        ("--fence-margin-seconds", args.fence_margin_seconds)):
+        if value is not None and value <= 0:
+            raise WorkerUsageError(f"{flag} must be positive")
     return client.Settings(
         lease_duration_s=args.lease_seconds,
         renew_interval_s=args.renew_seconds,
@@ -106,6 +124,8 @@ def settings_from(args: argparse.Namespace) -> client.Settings:
         resync_interval_s=args.resync_seconds,
         callback_timeout_s=args.callback_timeout_seconds,
         protocols=parse_protocols(args.protocols),
+        stop_timeout_s=args.stop_timeout_seconds,
+        fence_margin_s=args.fence_margin_seconds,
     )
 
 
