@@ -99,7 +99,8 @@ def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
             writes.append(("write", codec.encode_assignment(write.assignment)))
         else:
             writes.append(("status", state.encode(write.status.state,
-                                                  owners=write.status.owners)))
+                                                  owners=write.status.owners,
+                                                  member_epoch=write.status.member_epoch)))
     return writes
 
 

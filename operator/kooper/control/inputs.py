@@ -64,6 +64,12 @@ class Memory:
     """Members whose ConfigMap this operator wrote and has not deleted."""
     restarts_done: restarts.Done = dataclasses.field(default_factory=dict)
     restarts_pending: restarts.Pending = dataclasses.field(default_factory=dict)
+    member_epochs: Mapping[ids.WorkerId, tuple[str, int]] = dataclasses.field(
+        default_factory=dict)
+    """member → (incarnation, its current membership epoch); a member not here has none
+    (departed: its epoch is retired)."""
+    member_epoch: int = 0
+    """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
     reported: events.Reported = dataclasses.field(default_factory=events.Reported)
     last_key: object = None
     last_plan: model.Plan | None = None
@@ -128,8 +134,12 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
     given = {member: (planner.incarnations.get(member, ""),
                       assigned.union(planner.revoking.get(member, model.EMPTY)))
              for member, assigned in planner.assignments.items()}
+    epochs = {member: (planner.incarnations.get(member, ""), epoch)
+              for member, epoch in result.member_epochs.items()
+              if member in planner.assignments}
     return Memory(state=planner, given=given, pod_owners=state.restore_owners(
-        group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps))
+        group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
+        member_epochs=epochs, member_epoch=result.member_epoch)
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

@@ -48,11 +48,12 @@ def pod(name: str, member: model.Member) -> views.PodView:
         owner_name=member.id)
 
 
-def lease(member: model.Member) -> views.LeaseView:
-    """The member's Lease, carrying its report."""
+def lease(member: model.Member, member_epoch: int = 0) -> views.LeaseView:
+    """The member's Lease, carrying its report (naming ``member_epoch``, if any)."""
     report = messages.Report(member=member.id, incarnation=member.incarnation,
                              protocols=member.protocols, generation=member.generation,
-                             owned=member.owned, fenced=member.fenced)
+                             owned=member.owned, fenced=member.fenced,
+                             member_epoch=member_epoch)
     return views.LeaseView(
         namespace=NAMESPACE, name=views.configmap_name(member.id), member=member.id,
         pod_uid=f"{member.id}/{member.incarnation}", incarnation=member.incarnation,
@@ -74,8 +75,8 @@ class Members:
         self._lists: tuple[list[views.PodView], list[views.LeaseView]] | None = None
         self._pods_list: list[views.PodView] | None = None
 
-    def update(self, member: model.Member) -> None:
-        """``member`` reports (joins, or reports again)."""
+    def update(self, member: model.Member, member_epoch: int = 0) -> None:
+        """``member`` reports (joins, or reports again), in ``member_epoch`` if any."""
         if self._members.get(member.id) is member:
             return
         before = self._members.get(member.id)
@@ -83,7 +84,7 @@ class Members:
         if before is None or before.incarnation != member.incarnation:
             self._pods[member.id] = pod(self.name, member)
             self._pods_list = None
-        self._leases[member.id] = lease(member)
+        self._leases[member.id] = lease(member, member_epoch)
         self._lists = None
 
     def remove(self, member: ids.WorkerId) -> None:

@@ -32,7 +32,7 @@ STATE_VERSION = 1
 
 def encode(
     state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None,
-    owners: Mapping[str, tuple[str, str]] | None = None,
+    owners: Mapping[str, tuple[str, str]] | None = None, member_epoch: int = 0,
 ) -> dict[str, Any]:
     """``status.state``: everything in ``state`` that the ConfigMaps do not hold.
 
@@ -73,6 +73,10 @@ def encode(
     document["owners"] = {member: f"{kind}/{name}"
                           for member, (kind, name) in sorted((owners or {}).items())
                           if member in known and kind and name}
+    if member_epoch:
+        # The last membership epoch issued: a new one is always larger, even for a member
+        # whose ConfigMap (the only other place its epoch is written) was deleted.
+        document["memberEpoch"] = member_epoch
     if state.delay is not None:
         document["delay"] = {
             "deadlineMs": state.delay.deadline_ms,
@@ -88,6 +92,10 @@ class Restored:
     state: model.PlanState
     unreadable: tuple[str, ...]
     """ConfigMaps whose ``assignment.json`` does not decode (rewritten next round)."""
+    member_epochs: Mapping[ids.WorkerId, int] = dataclasses.field(default_factory=dict)
+    """Each member's current membership epoch, as its ConfigMap names it."""
+    member_epoch: int = 0
+    """The largest membership epoch ever issued (persisted or in a ConfigMap)."""
 
 
 def restore(
@@ -108,6 +116,8 @@ def restore(
     assignments: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     assigned_at: dict[ids.WorkerId, int] = {}
     revoking: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    member_epochs: dict[ids.WorkerId, int] = {}
+    member_epoch = max(0, _int(document.get("memberEpoch"), 0))
     unreadable: list[str] = []
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
@@ -121,6 +131,9 @@ def restore(
             continue
         assignments[member] = assignment.assigned
         assigned_at[member] = assignment.generation
+        if assignment.member_epoch:
+            member_epochs[member] = assignment.member_epoch
+            member_epoch = max(member_epoch, assignment.member_epoch)
         if assignment.revoked:
             revoking[member] = assignment.revoked
         generation = max(generation, assignment.generation)
@@ -173,7 +186,7 @@ def restore(
         eager_revoking=bool(document.get("eagerRevoking", False)),
         backoff=_decode_backoff(document.get("backoff")),
     )
-    return Restored(state, tuple(sorted(unreadable)))
+    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch)
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:
@@ -248,6 +261,7 @@ def assignment_message(
     configs: Mapping[str, Mapping[str, str]],
     states: Mapping[str, str],
     incarnation: str,
+    member_epoch: int = 0,
 ) -> messages.Assignment:
     """The Assignment a member's ConfigMap carries for this round.
 
@@ -275,6 +289,7 @@ def assignment_message(
         states={name: states[name] for name in sorted(connectors) if name in states},
         policy=policy,
         incarnation=incarnation,
+        member_epoch=member_epoch,
     )
 
 

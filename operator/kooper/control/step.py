@@ -60,6 +60,8 @@ class GroupStatus:
     owners: Mapping[str, Owner]
     generation: int
     """The WorkerGroup's ``metadata.generation`` this status observed."""
+    member_epoch: int = 0
+    """The largest membership epoch issued (``state.encode(member_epoch=)``)."""
 
     def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
                  ) -> dict[str, Any]:
@@ -306,17 +308,48 @@ def _wake(plan: model.Plan, expiry_ms: int | None, retry_at_ms: int | None = Non
     return min(times) if times else None
 
 
+def _member_epochs(memory: Memory, plan: model.Plan,
+                   reports: Mapping[ids.WorkerId, messages.Report]
+                   ) -> tuple[dict[ids.WorkerId, tuple[str, int]], int, frozenset[ids.WorkerId]]:
+    """Each member's membership epoch after this round, the largest issued, the new ones.
+
+    A member keeps its epoch while it stays a member under the same incarnation. It
+    gets a new one (larger than any issued, or any a worker reports) when it joins,
+    comes back after being declared departed, restarts as a new process, or reports
+    that it fenced itself in its current epoch (the worker retired it). A member that
+    is not in the plan has none: its epoch is retired with it.
+    """
+    issued = max([memory.member_epoch, *(r.member_epoch for r in reports.values())])
+    result: dict[ids.WorkerId, tuple[str, int]] = {}
+    fresh: set[ids.WorkerId] = set()
+    for member in sorted(plan.members):
+        incarnation = plan.state.incarnations.get(member, "")
+        known = memory.member_epochs.get(member)
+        report = reports.get(member)
+        retired = (known is not None and report is not None and report.fenced
+                   and report.member_epoch >= known[1])
+        if known is None or known[0] != incarnation or retired:
+            issued += 1
+            result[member] = (incarnation, issued)
+            fresh.add(member)
+        else:
+            result[member] = known
+    return result, issued, frozenset(fresh)
+
+
 def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     inputs, memory, plan, snap, group = d.inputs, d.memory, d.plan, d.snap, d.inputs.group
     previous = memory.state
-    to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members}
+    member_epochs, member_epoch, fresh = _member_epochs(memory, plan, d.good_reports)
+    to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members} | fresh
     states, configs = d.wanted.states, d.wanted.configs
     writes = tuple(state.assignment_message(
         group=group.name, member=member, plan=plan.members[member], protocol=plan.protocol,
         policy=str(group.settings.policy), delay_ms=plan.delay_ms, leader=inputs.leader,
         epochs=plan.state.epochs, configs=configs, states=states,
         incarnation=plan.state.incarnations.get(member, ""),
+        member_epoch=member_epochs[member][1],
     ) for member in sorted(to_write))
     new_state = state.merge_partial(previous, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
@@ -366,6 +399,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             ids.WorkerId(w.member) for w in writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
+        member_epochs=member_epochs, member_epoch=member_epoch,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
     )
     return Step(
@@ -374,7 +408,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         plan=plan, snapshot=snap, previous=previous,
         configmap_writes=writes,
         status=GroupStatus(facts=facts, state=new_state, owners=owners,
-                           generation=group.generation),
+                           generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *out.events),
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),

@@ -167,6 +167,7 @@ class Sim:
         self.persisted: model.PlanState = model.PlanState()
         """The planner state of the last WorkerGroup status write."""
         self.persisted_owners: Mapping[str, control.Owner] = {}
+        self.persisted_member_epoch = 0
         self.written: dict[ids.WorkerId, messages.Assignment] = {}
         """member -> the document in its ConfigMap."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -464,7 +465,7 @@ class Sim:
                     report = action.report
                     self._send_report(pod, model.Member(
                         pod.name, report.owned, report.generation, report.protocols,
-                        report.incarnation, fenced=report.fenced))
+                        report.incarnation, fenced=report.fenced), report.member_epoch)
                 session.done(action)
 
     def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:
@@ -493,7 +494,8 @@ class Sim:
         pod.busy = False
         self._pump(pod)
 
-    def _send_report(self, pod: _Pod, member: model.Member | None = None) -> None:
+    def _send_report(self, pod: _Pod, member: model.Member | None = None,
+                     member_epoch: int = 0) -> None:
         if pod.partitioned:
             return
         pod.report_seq += 1
@@ -513,9 +515,11 @@ class Sim:
                 delay += self.lat.resync_ms  # lost; the next Lease renewal carries it
             elif roll < faults.lose_report + faults.slow_report:
                 delay += faults.slow_report_ms
-        self.clock.after(delay, "report", pod.name, pod.token, pod.report_seq, member)
+        self.clock.after(delay, "report", pod.name, pod.token, pod.report_seq, member,
+                         member_epoch)
 
-    def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member) -> None:
+    def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member,
+                member_epoch: int) -> None:
         pod = self._pod(name, token)
         if pod is None:
             return  # (a report written before a partition still lands)
@@ -523,7 +527,7 @@ class Sim:
             return  # an older report arriving late: the Lease already holds a newer one
         self.seen_seq[name] = (token, seq)
         self.visible[name] = member
-        self.modelled.update(member)
+        self.modelled.update(member, member_epoch)
         self._trigger()
 
     def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
@@ -648,6 +652,7 @@ class Sim:
         else:
             self.persisted = write.status.state
             self.persisted_owners = write.status.owners
+            self.persisted_member_epoch = write.status.member_epoch
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
@@ -682,7 +687,8 @@ class Sim:
     def _operator_up(self) -> None:
         """A new operator process: it knows only what the API holds."""
         self.operator_up = True
-        status = {"state": state.encode(self.persisted, owners=self.persisted_owners)}
+        status = {"state": state.encode(self.persisted, owners=self.persisted_owners,
+                                        member_epoch=self.persisted_member_epoch)}
         group = modelled.group(self.config.group, self.settings, status=status)
         configmaps = {str(name): self._configmap(message)
                       for name, message in self.written.items()}

@@ -1,0 +1,115 @@
+"""Membership epochs, as ``control.step`` tables (issue 12)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kooper.control import modelled, state, views
+from kooper.control import step as control
+from kooper.core import ids, model
+from kooper.protocol import codec, messages
+
+W = ids.WorkerId
+GROUP = "g"
+SETTINGS = model.Settings(model.Protocol.COMPATIBLE, model.Policy.KOOPER, max_delay_ms=0)
+
+
+def member(name: str, incarnation: str = "1") -> model.Member:
+    return model.Member(W(name), model.EMPTY, -1, frozenset(model.Protocol), incarnation)
+
+
+def inputs(members: list[model.Member], epochs: dict[str, int] | None = None,
+           status: dict[str, object] | None = None,
+           configmaps: dict[str, views.ConfigMapView] | None = None) -> control.Inputs:
+    """Members reporting (fenced ones say so in their report, with the epoch they fenced in)."""
+    leases = [modelled.lease(m, (epochs or {}).get(m.id, 0)) for m in members]
+    return control.Inputs(
+        group=modelled.group(GROUP, SETTINGS, status=status),
+        pods=[modelled.pod(GROUP, m) for m in members], leases=leases,
+        connectors=modelled.connectors(GROUP, {"A": 4}), configmaps=configmaps or {})
+
+
+def applied(step: control.Step, members: list[model.Member]) -> list[model.Member]:
+    written = {w.member: w for w in step.configmap_writes}
+    return [m if m.id not in written else dataclasses.replace(
+        m, owned=written[m.id].assigned, generation=written[m.id].generation) for m in members]
+
+
+def epochs_written(step: control.Step) -> dict[str, int]:
+    return {w.member: w.member_epoch for w in step.configmap_writes}
+
+
+def test_every_member_gets_its_own_epoch_and_keeps_it_while_it_stays():
+    first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
+    assert epochs_written(first) == {"a": 1, "b": 2}
+    members = applied(first, [member("a"), member("b")])
+    second = control.step(inputs([*members, member("c")]), first.memory, now_ms=10)
+    written = epochs_written(second)
+    assert written["c"] == 3
+    assert {written[m] for m in written if m != "c"} <= {1, 2}
+    assert second.memory.member_epochs[W("a")] == ("1", 1)
+
+
+def test_a_departure_retires_the_epoch_and_a_return_gets_a_new_one():
+    first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
+    members = applied(first, [member("a"), member("b")])
+    gone = control.step(inputs(members[:1]), first.memory, now_ms=10)
+    assert gone.deletes == (W("b"),)
+    assert W("b") not in gone.memory.member_epochs
+    back = control.step(inputs([members[0], member("b")]), gone.memory, now_ms=20)
+    assert epochs_written(back)["b"] == 3  # never 2 again
+
+
+def test_a_restarted_process_gets_a_new_epoch():
+    first = control.step(inputs([member("a")]), control.Memory(), now_ms=0)
+    again = control.step(inputs([member("a", incarnation="2")]), first.memory, now_ms=10)
+    assert epochs_written(again) == {"a": 2}
+
+
+def test_a_member_that_fenced_itself_in_its_epoch_gets_a_new_one_once():
+    first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
+    members = applied(first, [member("a"), member("b")])
+    settled = control.step(inputs(members, {"a": 1, "b": 2}), first.memory, now_ms=10)
+    fenced = [members[0], dataclasses.replace(members[1], owned=model.EMPTY, fenced=True)]
+    renewed = control.step(inputs(fenced, {"a": 1, "b": 2}), settled.memory, now_ms=20)
+    assert epochs_written(renewed)["b"] == 3
+    # Still fenced (it has not applied epoch 3 yet): no further epoch.
+    later = control.step(inputs([fenced[0], dataclasses.replace(fenced[1], generation=0)],
+                                {"a": 1, "b": 2}), renewed.memory, now_ms=30)
+    assert "b" not in epochs_written(later)
+    assert later.memory.member_epochs[W("b")][1] == 3
+
+
+def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
+    first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
+    members = applied(first, [member("a"), member("b")])
+    gone = control.step(inputs(members[:1]), first.memory, now_ms=10)
+    assert gone.status is not None
+    persisted = state.encode(gone.status.state, owners=gone.status.owners,
+                             member_epoch=gone.status.member_epoch)
+    assert persisted["memberEpoch"] == 2
+    configmaps = {w.member: views.ConfigMapView(
+        namespace=modelled.NAMESPACE, name=views.configmap_name(w.member), group=GROUP,
+        member=w.member, resource_version="1", text=codec.encode_assignment(w))
+        for w in first.configmap_writes if w.member == "a"}
+    group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
+    memory = control.restored(group, configmaps)
+    assert memory.member_epochs == {W("a"): ("1", 1)}
+    assert memory.member_epoch == 2
+    back = control.step(inputs([members[0], member("b")], status={"state": persisted},
+                               configmaps=configmaps), memory, now_ms=20)
+    assert epochs_written(back)["b"] == 3
+    assert "a" not in epochs_written(back) or epochs_written(back)["a"] == 1
+
+
+def test_a_worker_reporting_a_larger_epoch_than_persisted_still_gets_a_larger_one():
+    memory = control.Memory()
+    decided = control.step(inputs([member("a")], {"a": 7}), memory, now_ms=0)
+    assert epochs_written(decided) == {"a": 8}
+
+
+def test_the_assignment_document_carries_the_epoch():
+    decided = control.step(inputs([member("a")]), control.Memory(), now_ms=0)
+    text = codec.encode_assignment(decided.configmap_writes[0])
+    assert codec.decode_assignment(text).member_epoch == 1
+    assert isinstance(decided.configmap_writes[0], messages.Assignment)
