@@ -38,11 +38,31 @@ class FakeMember:
     applying: bool = True
     extra_claims: model.ConnectorsAndTasks = model.EMPTY
     history: list[messages.Assignment] = dataclasses.field(default_factory=list)
+    failing: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Resources whose start fails here, with the error (a start is tried once per
+    generation that assigns them, as the SDK does)."""
+    assigned: model.ConnectorsAndTasks = model.EMPTY
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    failure_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def apply(self, doc: messages.Assignment) -> None:
+        self.history.append(doc)
+        self.assigned = doc.assigned
+        broken = {r for r in self.failing
+                  if r in doc.assigned.connectors or r in doc.assigned.tasks}
+        self.owned = doc.assigned.difference(model.ConnectorsAndTasks(
+            frozenset(broken), frozenset(broken)))
+        self.failed = {r: self.failing[r] for r in broken}
+        for resource in broken:
+            self.failure_counts[resource] = self.failure_counts.get(resource, 0) + 1
+        self.generation = doc.generation
 
     def report_text(self) -> str:
         return codec.encode_report(messages.Report(
             member=self.name, incarnation=self.incarnation, protocols=self.protocols,
             generation=self.generation, owned=self.owned.union(self.extra_claims),
+            failed=dict(self.failed),
+            failure_counts={r: self.failure_counts[r] for r in self.failed},
         ))
 
 
@@ -144,10 +164,8 @@ class Fleet:
             text = (cm or {}).get("data", {}).get(messages.CONFIGMAP_KEY)
             if text:
                 doc = codec.decode_assignment(text)
-                if doc.generation != member.generation or doc.assigned != member.owned:
-                    member.history.append(doc)
-                    member.owned = doc.assigned
-                    member.generation = doc.generation
+                if doc.generation != member.generation or doc.assigned != member.assigned:
+                    member.apply(doc)
                     changed = True
         if changed or renew:
             patch: dict[str, Any] = {"spec": {"renewTime": now_micro()}}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from kooper.control import events, liveness, restarts, snapshot, state, views
+from kooper.control import events, failures, liveness, restarts, snapshot, state, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -73,6 +73,10 @@ class Memory:
     reported: events.Reported = dataclasses.field(default_factory=events.Reported)
     last_key: object = None
     last_plan: model.Plan | None = None
+    failures: Mapping[str, failures.Record] | None = None
+    """Failed resources (``control.failures``); None: read them from the Connector statuses."""
+    task_restarts: Mapping[str, str] | None = None
+    """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
 
     def members(self) -> frozenset[str]:
         """Every member any per-member map may hold an entry for."""
@@ -102,8 +106,8 @@ class Caches:
         counts, states = snapshot.wanted(found)
         result = Wanted(
             counts=counts, states=states, configs={c.name: c.config for c in found},
-            key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart)
-                             for c in found)))
+            key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart,
+                              c.restart_task) for c in found)))
         self.connectors = (found, result)
         return result
 

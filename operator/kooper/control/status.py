@@ -207,6 +207,8 @@ def connector_status(
     group_exists: bool,
     restart: Mapping[str, Any] | None = None,
     instances: Mapping[str, ids.WorkerId] | None = None,
+    failed: Mapping[str, Mapping[str, Any]] | None = None,
+    task_restart: str = "",
 ) -> dict[str, Any]:
     """A Connector's ``status`` (without conditions' timestamps settled).
 
@@ -215,7 +217,11 @@ def connector_status(
     connector instance to its member (``holders`` when not given). ``restart`` is the last
     ``kooper.dev/restart`` value acted on (``observed``, ``time``,
     ``rebalanceGeneration``), kept so a restarted operator does not act on it again.
+    ``failed`` holds, per resource with a failure record, the fields its entry shows
+    (``state: FAILED``, ``error``, ``restarts``, ``nextRestart``: ``failures.entry``);
+    ``task_restart`` is the last ``kooper.dev/restart-task`` value acted on.
     """
+    failed = failed or {}
     count = 0 if connector.state == "stopped" else connector.tasks_max
     tasks = []
     running = 0
@@ -233,9 +239,14 @@ def connector_status(
         entry: dict[str, Any] = {"id": task, "state": state, "epoch": epochs.get(task, 0)}
         if worker is not None:
             entry["worker"] = worker
+            entry.update(failed.get(task) or {})
         tasks.append(entry)
     unassigned = sum(1 for t in tasks if t["state"] == "UNASSIGNED")
     instance = (instances if instances is not None else holders).get(connector.name)
+    broken = [t["id"] for t in tasks if t["state"] == "FAILED"]
+    instance_failure = dict(failed.get(connector.name) or {}) if instance is not None else {}
+    if instance_failure.get("state") == "FAILED":
+        broken.insert(0, connector.name)
     if not group_exists:
         wanted = [
             Condition("Ready", False, "WorkerGroupNotFound",
@@ -249,6 +260,16 @@ def connector_status(
         wanted = [
             Condition("Ready", False, "WorkUnassigned", f"{what} not assigned to any member"),
             Condition("Degraded", True, "WorkUnassigned", f"{what} not assigned to any member"),
+        ]
+    elif broken:
+        errors = {t["id"]: t.get("error", "") for t in tasks if t["state"] == "FAILED"}
+        errors[connector.name] = instance_failure.get("error", "")
+        message = (f"{len(broken)} FAILED: "
+                   + "; ".join(f"{r}: {errors[r]}" for r in broken[:3])
+                   + (" ..." if len(broken) > 3 else ""))[:1024]
+        wanted = [
+            Condition("Ready", False, "Failed", message),
+            Condition("Degraded", True, "Failed", message),
         ]
     else:
         wanted = [
@@ -264,8 +285,12 @@ def connector_status(
         "tasks": tasks,
         "conditions": wanted,
     }
+    if instance_failure:
+        result["instance"] = {"worker": instance, **instance_failure}
     if restart:
         result["restart"] = dict(restart)
+    if task_restart:
+        result["taskRestart"] = {"observed": task_restart}
     return result
 
 

@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kooper.control import events, liveness, restarts, snapshot, state, status, views
+from kooper.control import events, failures, liveness, restarts, snapshot, state, status, views
 from kooper.control.inputs import (
     Caches,
     Inputs,
@@ -78,6 +78,10 @@ class Connectors:
     snapshot: model.Snapshot
     connectors: Sequence[views.ConnectorView]
     restarts: restarts.Done
+    failures: failures.Book
+    """Failed resources, for their FAILED entries."""
+    task_restarts: Mapping[str, str]
+    """connector → the ``kooper.dev/restart-task`` value acted on."""
     dirty: frozenset[str]
     """Connectors whose restart record changed this round."""
     settled: bool
@@ -90,6 +94,10 @@ class Metrics:
 
     bad_input: tuple[str, ...] = ()
     connector_restarts: int = 0
+    failed_resources: int = 0
+    """Resources (instances and tasks) FAILED now (a gauge)."""
+    resource_restarts: tuple[tuple[str, int], ...] = ()
+    """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,6 +189,7 @@ class _Decision:
     permanent: Mapping[str, bool]
     good_reports: Mapping[ids.WorkerId, messages.Report]
     wanted: Wanted
+    judged: failures.Judgement
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
@@ -205,19 +214,30 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     wanted = caches.connectors_of(inputs.connectors)
     wanted_restarts = restarts.requested(inputs.connectors, done=memory.restarts_done,
                                          pending=memory.restarts_pending, counts=wanted.counts)
+    restarting = {r for _, rs in wanted_restarts.values() for r in rs}
+    judged = failures.judge(
+        connectors=inputs.connectors, reports=found.reports, held=previous.assignments,
+        book=memory.failures if memory.failures is not None
+        else failures.restore(inputs.connectors),
+        task_restarts=memory.task_restarts if memory.task_restarts is not None
+        else failures.restored_task_restarts(inputs.connectors),
+        restarting=restarting, now_ms=now_ms)
     snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
                           departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
                                                 if p),
-                          restarts=(r for _, rs in wanted_restarts.values() for r in rs),
+                          restarts=(*restarting, *judged.due, *judged.manual),
                           counts=wanted.counts)
     last = memory.last_plan
     due = last is not None and last.next_round_at_ms is not None \
         and last.next_round_at_ms <= now_ms
-    key = (snap, group.generation, found.issues, len(found.pods), wanted.key)
+    key = (snap, group.generation, found.issues, len(found.pods), wanted.key,
+           tuple(sorted(judged.book.items())) if judged.book else ())
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
-                                    permanent=permanent)
-        return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms))
+                                    permanent=permanent, failures=judged.book,
+                                    task_restarts=judged.task_restarts)
+        return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
+                                                   judged.wake_at_ms))
     configured = caches.configured_of(snap)
     plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured,
                          cache=caches.assignor)
@@ -239,6 +259,7 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
+        judged=judged,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -302,9 +323,8 @@ def _problems(out: events.Recorder, *, found: snapshot.Members, snap: model.Snap
     return tuple(problems)
 
 
-def _wake(plan: model.Plan, expiry_ms: int | None, retry_at_ms: int | None = None
-          ) -> int | None:
-    times = [t for t in (plan.next_round_at_ms, expiry_ms, retry_at_ms) if t is not None]
+def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | None:
+    times = [t for t in (plan.next_round_at_ms, expiry_ms, *more) if t is not None]
     return min(times) if times else None
 
 
@@ -357,8 +377,31 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         present=d.wanted.counts)
     pending = tuple(m for m, mp in plan.members.items()
                     if snap.members[m].generation < mp.generation)
+    judged = d.judged
+    book = failures.written(judged.book, {*judged.due, *judged.manual,
+                                          *(r for _, rs in d.restarts.items() for r in rs[1])},
+                            generation=plan.state.generation, failed_members=failed,
+                            now_ms=d.now_ms, retry_ms=retry_ms)
+    task_restarts = dict(judged.task_restarts)
+    if failed and judged.manual:
+        # A manual task restart whose member was not written is asked again next round.
+        for member in failed:
+            held = plan.members.get(member)
+            for resource in judged.manual:
+                if held is not None and resource in held.assigned.tasks:
+                    owner = ids.task_connector(resource)
+                    old = (memory.task_restarts or {}).get(owner)
+                    if old is None:
+                        task_restarts.pop(owner, None)
+                    else:
+                        task_restarts[owner] = old
+    failing = sorted(r for r, rec in book.items() if rec.failing)
+    problems = d.problems
+    if failing:
+        problems = (*problems, ("ResourcesFailed", f"{len(failing)} resource(s) failed: "
+                                + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "")))
     facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=d.now_ms,
-                              pods_matched=len(d.found.pods), problems=d.problems,
+                              pods_matched=len(d.found.pods), problems=problems,
                               pending=pending)
     gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
     owners = d.pod_owners
@@ -401,20 +444,40 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
+        failures=book, task_restarts=task_restarts,
     )
     return Step(
         memory=next_memory,
-        wake_at_ms=_wake(plan, d.found.next_expiry_ms, d.now_ms + retry_ms if failed else None),
+        wake_at_ms=_wake(plan, d.found.next_expiry_ms, d.now_ms + retry_ms if failed else None,
+                         *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=previous,
         configmap_writes=writes,
         status=GroupStatus(facts=facts, state=new_state, owners=owners,
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
-        events=(*d.early_events, *out.events),
+        events=(*d.early_events, *judged.events, *out.events),
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
-                        connector_restarts=len(restarted)),
+                        connector_restarts=len(restarted), failed_resources=len(failing),
+                        resource_restarts=(
+                            ("automatic", len(judged.due - _on(failed, plan, judged.due))),
+                            ("manual", len(judged.manual - _on(failed, plan, judged.manual))))),
         connectors=Connectors(plan=plan, snapshot=snap, connectors=inputs.connectors,
-                              restarts=done, dirty=frozenset(restarted),
+                              restarts=done, failures=book, task_restarts=task_restarts,
+                              dirty=frozenset(restarted) | judged.changed,
                               settled=not pending),
         failures=failed, decision=d,
     )
+
+
+def _on(members: frozenset[ids.WorkerId], plan: model.Plan, resources: frozenset[str]
+        ) -> frozenset[str]:
+    """The ``resources`` assigned to ``members`` (whose writes failed)."""
+    if not members or not resources:
+        return frozenset()
+    found: set[str] = set()
+    for member in members:
+        held = plan.members.get(member)
+        if held is not None:
+            found.update(r for r in resources if r in held.assigned.connectors
+                         or r in held.assigned.tasks)
+    return frozenset(found)

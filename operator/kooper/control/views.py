@@ -23,6 +23,7 @@ VERSION = "v1alpha1"
 MEMBER_LABEL = "kooper.dev/member"
 GROUP_LABEL = "kooper.dev/group"
 RESTART_ANNOTATION = "kooper.dev/restart"
+RESTART_TASK_ANNOTATION = "kooper.dev/restart-task"
 CONFIGMAP_PREFIX = "kooper-"
 NO_REPORT = "the Lease has no kooper.dev/report annotation yet"
 
@@ -178,6 +179,12 @@ class ConnectorView:
     state: str
     restart: str
     status: Mapping[str, Any]
+    auto_restart: bool = defaults.AUTO_RESTART_ENABLED
+    """``spec.autoRestart.enabled``."""
+    max_restarts: int = defaults.AUTO_RESTART_MAX_RESTARTS
+    initial_backoff_s: int = defaults.AUTO_RESTART_INITIAL_BACKOFF_S
+    restart_task: str = ""
+    """The ``kooper.dev/restart-task`` annotation (task numbers to restart)."""
 
 
 def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
@@ -186,6 +193,10 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
     spec = body.get("spec") or {}
     config = spec.get("config") or {}
     state = spec.get("state", defaults.CONNECTOR_STATE)
+    auto = spec.get("autoRestart")
+    auto = auto if isinstance(auto, Mapping) else {}
+    enabled = auto.get("enabled", defaults.AUTO_RESTART_ENABLED)
+    annotations = meta.get("annotations") or {}
     return ConnectorView(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -195,8 +206,13 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
         tasks_max=max(0, _int(spec.get("tasksMax"), defaults.TASKS_MAX)),
         config={str(k): str(v) for k, v in config.items()} if isinstance(config, Mapping) else {},
         state=state if state in ("running", "paused", "stopped") else defaults.CONNECTOR_STATE,
-        restart=str((meta.get("annotations") or {}).get(RESTART_ANNOTATION, "")),
+        restart=str(annotations.get(RESTART_ANNOTATION, "")),
         status=dict(body.get("status") or {}),
+        auto_restart=enabled if isinstance(enabled, bool) else defaults.AUTO_RESTART_ENABLED,
+        max_restarts=max(0, _int(auto.get("maxRestarts"), defaults.AUTO_RESTART_MAX_RESTARTS)),
+        initial_backoff_s=max(0, _int(auto.get("initialBackoffSeconds"),
+                                      defaults.AUTO_RESTART_INITIAL_BACKOFF_S)),
+        restart_task=str(annotations.get(RESTART_TASK_ANNOTATION, "")),
     )
 
 

@@ -20,3 +20,13 @@ TASKS_MAX = 1
 """``Connector.spec.tasksMax``."""
 CONNECTOR_STATE = "running"
 """``Connector.spec.state``."""
+AUTO_RESTART_ENABLED = True
+"""``Connector.spec.autoRestart.enabled``: restart failed instances and tasks by themselves."""
+AUTO_RESTART_MAX_RESTARTS = 10
+"""``Connector.spec.autoRestart.maxRestarts``: automatic restarts before a resource stays
+FAILED."""
+AUTO_RESTART_INITIAL_BACKOFF_S = 10
+"""``Connector.spec.autoRestart.initialBackoffSeconds``: the wait before the first
+automatic restart; it doubles with every restart made."""
+AUTO_RESTART_MAX_BACKOFF_S = 600
+"""The longest wait between automatic restarts (not configurable)."""

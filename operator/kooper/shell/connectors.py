@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kooper.control import placement, status, step
+from kooper.control import failures, placement, status, step
 from kooper.shell import kube
 
 logger = logging.getLogger("kooper.shell")
@@ -92,6 +92,9 @@ class ConnectorStatuses:
             del self.patched[name]
         for name in [n for n in self._generations if n not in present]:
             del self._generations[name]
+        broken: dict[str, list[tuple[str, failures.Record]]] = {}
+        for resource, record in work.failures.items():
+            broken.setdefault(record.connector, []).append((resource, record))
         patches = []
         for number, connector in enumerate(work.connectors):
             if number % 100 == 99:
@@ -103,10 +106,16 @@ class ConnectorStatuses:
             self._generations[connector.name] = connector.generation
             base = self.patched.get(connector.name) or connector.status
             restart = work.restarts.get(connector.name) or base.get("restart")
+            instances = self._holders.connectors
+            marked = {resource: fields for resource, record in broken.get(connector.name, ())
+                      if (fields := failures.entry(
+                          record, worker=instances.get(resource) if resource == connector.name
+                          else holders.get(resource)))}
             wanted = status.connector_status(
                 connector, holders=holders, owned=owned, epochs=work.plan.state.epochs,
                 group_exists=True, restart=restart if isinstance(restart, Mapping) else None,
-                instances=self._holders.connectors)
+                instances=instances, failed=marked,
+                task_restart=work.task_restarts.get(connector.name, ""))
             settled = status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)

@@ -174,3 +174,33 @@ def forget_group(group: str) -> None:
     for protocol in _PROTOCOLS:
         with contextlib.suppress(KeyError):
             MEMBERS.remove(group, protocol)
+    forget_failures(group)
+
+
+
+# --- failed instances and tasks (control.failures) ---------------------------------
+
+FAILED_RESOURCES = _gauge(
+    "kooper_failed_resources",
+    "Connector instances and tasks FAILED on the member that holds them")
+RESOURCE_RESTARTS = PerGroup(Counter(
+    "kooper_failed_resource_restarts_total",
+    "Restarts in place of failed instances and tasks, by trigger (automatic: autoRestart; "
+    "manual: kooper.dev/restart-task)", (*GROUP_LABELS, "trigger")))
+_TRIGGERS = ("automatic", "manual")
+
+
+def observe_failures(group: str, *, failed: int, restarts: tuple[tuple[str, int], ...]) -> None:
+    """The failed-resource gauge and the restart counters after a step."""
+    FAILED_RESOURCES.labels(group).set(failed)
+    for trigger, count in restarts:
+        RESOURCE_RESTARTS.labels(group, trigger).inc(count)
+
+
+def forget_failures(group: str) -> None:
+    """Drop a deleted group's failure series."""
+    with contextlib.suppress(KeyError):
+        FAILED_RESOURCES.remove(group)
+    for trigger in _TRIGGERS:
+        with contextlib.suppress(KeyError):
+            RESOURCE_RESTARTS.remove(group, trigger)

@@ -278,6 +278,8 @@ class GroupRunner:
             metrics.BAD_INPUT.labels(reason).inc()
         if decided.metrics.connector_restarts:
             metrics.CONNECTOR_RESTARTS.labels(self.key).inc(decided.metrics.connector_restarts)
+        metrics.observe_failures(self.key, failed=decided.metrics.failed_resources,
+                                 restarts=decided.metrics.resource_restarts)
         by_name = {c.name: c for c in decided.connectors.connectors} if decided.connectors \
             else {}
         for event in decided.events:
