@@ -2,13 +2,15 @@
 
 The operator (``shell.rounds``), the simulator (``sim.runner``) and ``kooper replay``
 (``control.replay``) gather ``Inputs`` their own way and call this; nothing else
-decides a round. A ``Step`` says what to do, in order:
+decides a round. A ``Step`` says what to do; ``Step.writes`` is the order
+(``control/outputs.py`` holds the write types):
 
-1. ``configmap_writes``: each member's new Assignment (in parallel, each with a
+1. ``deletes``: departed members' ConfigMaps, first, so that nothing a departed
+   member's document still names is given to anyone before that document is gone;
+2. ``configmap_writes``: each member's new Assignment (in parallel, each with a
    ``resourceVersion`` precondition);
-2. ``status``: the WorkerGroup status, persisted planner state included (rendered
+3. ``status``: the WorkerGroup status, persisted planner state included (rendered
    with ``GroupStatus.document`` against the status the writer last saw);
-3. ``deletes``: departed members' ConfigMaps;
 4. ``events``, ``metrics``, ``connectors`` (the Connector statuses to refresh).
 
 If some ConfigMap writes fail, the caller asks ``step.failed(members)`` for the
@@ -17,19 +19,33 @@ revised Step: those members keep their previous assignment in the persisted stat
 
 ``Memory`` is frozen. What in it changes a decision is persisted or re-read: the
 planner state is ``status.state`` plus the ConfigMaps (``restored``), pod owners are
-persisted in ``status.state.owners``, restart records in ``Connector.status.restart``.
-The rest only dedupes Events (``reported``) or skips a round whose inputs did not
-change (``last_key``). ``Caches`` hold indexes that make a round cheaper and never
-change its result.
+persisted in ``status.state.owners``, restart records in ``Connector.status.restart``;
+owners' replicas are re-read. Three things live only in memory, and a restarted
+leader decides without them: ``good_reports`` (a member whose report turns malformed
+keeps its last good one; after a restart it is no member until it reports again),
+``permanent`` (a judged departure is re-judged from a fresh read) and
+``restarts_pending`` (a restart whose write failed is done again in full). The rest
+only dedupes Events (``reported``) or skips a round whose inputs did not change
+(``last_key``). ``Caches`` hold indexes that make a round cheaper and never change
+its result.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
-from kooper.control import events, failures, liveness, restarts, snapshot, state, status, views
+from kooper.control import (
+    claims,
+    events,
+    failures,
+    liveness,
+    restarts,
+    snapshot,
+    state,
+    status,
+    views,
+)
 from kooper.control.inputs import (
     Caches,
     Inputs,
@@ -42,6 +58,15 @@ from kooper.control.inputs import (
     owners_to_read,
     restored,
 )
+from kooper.control.outputs import (
+    Connectors,
+    DeleteConfigMap,
+    GroupStatus,
+    Metrics,
+    Write,
+    WriteConfigMap,
+    WriteStatus,
+)
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -50,78 +75,6 @@ __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "
            "owners_to_read", "restored", "step"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GroupStatus:
-    """The WorkerGroup status write (step 2)."""
-
-    facts: status.GroupFacts
-    state: model.PlanState
-    """The planner state to persist (``state.encode``)."""
-    owners: Mapping[str, Owner]
-    generation: int
-    """The WorkerGroup's ``metadata.generation`` this status observed."""
-    member_epoch: int = 0
-    """The largest membership epoch issued (``state.encode(member_epoch=)``)."""
-
-    def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
-                 ) -> dict[str, Any]:
-        """The whole status; conditions keep their times from ``previous``."""
-        return status.group_status(self.facts, state=encoded, generation=self.generation,
-                                   previous=previous)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Connectors:
-    """The Connector statuses to refresh after the round (the shell trails them)."""
-
-    plan: model.Plan
-    snapshot: model.Snapshot
-    connectors: Sequence[views.ConnectorView]
-    restarts: restarts.Done
-    failures: failures.Book
-    """Failed resources, for their FAILED entries."""
-    task_restarts: Mapping[str, str]
-    """connector → the ``kooper.dev/restart-task`` value acted on."""
-    dirty: frozenset[str]
-    """Connectors whose restart record changed this round."""
-    settled: bool
-    """Whether every member has applied its latest document."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Metrics:
-    """Counter updates beyond ``shell.metrics.observe_round``."""
-
-    bad_input: tuple[str, ...] = ()
-    connector_restarts: int = 0
-    failed_resources: int = 0
-    """Resources (instances and tasks) FAILED now (a gauge)."""
-    resource_restarts: tuple[tuple[str, int], ...] = ()
-    """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DeleteConfigMap:
-    """Delete a departed member's ConfigMap (absent already is fine)."""
-
-    member: ids.WorkerId
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriteConfigMap:
-    """Write a member's Assignment."""
-
-    assignment: messages.Assignment
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WriteStatus:
-    """Write the WorkerGroup status (the persisted planner state)."""
-
-    status: GroupStatus
-
-
-Write = DeleteConfigMap | WriteConfigMap | WriteStatus
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,7 +91,7 @@ class Step:
     status: GroupStatus | None = None
     deletes: tuple[ids.WorkerId, ...] = ()
     events: tuple[events.Event, ...] = ()
-    metrics: Metrics = Metrics()
+    metrics: Metrics = dataclasses.field(default_factory=Metrics)
     connectors: Connectors | None = None
     failures: frozenset[ids.WorkerId] = frozenset()
     decision: _Decision | None = None
@@ -252,8 +205,8 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
             out.once("ConfigMapEdited", member,
                      f"ConfigMap {name} was changed by someone else; rewriting it",
                      member=member)
-    problems = _problems(out, found=found, snap=snap, configured=configured,
-                         given=memory.given, caches=caches)
+    problems = claims.problems(out, found=found, snap=snap, configured=configured,
+                               given=memory.given, caches=caches)
     decision = _Decision(
         inputs=inputs, memory=memory, now_ms=now_ms, key=key, found=found, snap=snap, plan=plan,
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
@@ -285,42 +238,6 @@ def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, mo
             pod_name=member, owner_kind=kind, owner_name=name, owner_exists=facts.exists,
             replicas=facts.replicas)
     return judged
-
-
-def _problems(out: events.Recorder, *, found: snapshot.Members, snap: model.Snapshot,
-              configured: model.ConnectorsAndTasks,
-              given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]],
-              caches: Caches) -> tuple[tuple[str, str], ...]:
-    problems: list[tuple[str, str]] = []
-    for issue in found.issues:
-        problems.append((issue.reason, issue.message))
-        out.once(issue.reason, f"{issue.member}:{issue.message}", issue.message,
-                 member=issue.member)
-    seen = caches.claims
-    for member_id, member in snap.members.items():
-        known = given.get(member_id)
-        cached = seen.get(member_id)
-        if cached is not None and cached[0] is member and cached[1] is known \
-                and cached[2] is configured:
-            claims = cached[3]  # Same objects as last round: 1,000 set operations saved.
-        else:
-            mine = known[1] if known and known[0] == member.incarnation else model.EMPTY
-            claims = snapshot.unknown_claims(member, given=mine, configured=configured)
-            seen[member_id] = (member, known, configured, claims)
-        if claims:
-            message = (f"{member_id} reports running {status.describe(claims)} it was never "
-                       f"given ({', '.join(claims.sorted()[:5])}); they are revoked")
-            problems.append(("UnknownClaim", message))
-            out.once("UnknownClaim", f"{member_id}/{member.incarnation}", message,
-                     member=member_id)
-    if len(seen) > len(snap.members):
-        for member_id in seen.keys() - snap.members.keys():
-            del seen[member_id]
-    if not found.pods:
-        out.once("SelectorMatchesNoPods", "", "spec.selector matches no pod in this namespace")
-    else:
-        out.forget("SelectorMatchesNoPods", "")
-    return tuple(problems)
 
 
 def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | None:

@@ -1,0 +1,91 @@
+"""What a controller step decides to do: the writes, in order, and what follows them.
+
+``Step.writes`` (in ``control.step``) orders these: deletions of departed members'
+ConfigMaps, then the members' new Assignments, then the WorkerGroup status;
+``Connectors`` and ``Metrics`` are what the caller does after the writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kooper.control import failures, restarts, status, views
+from kooper.control.inputs import Owner
+from kooper.core import ids, model
+from kooper.protocol import messages
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """The WorkerGroup status write (after the ConfigMaps)."""
+
+    facts: status.GroupFacts
+    state: model.PlanState
+    """The planner state to persist (``state.encode``)."""
+    owners: Mapping[str, Owner]
+    generation: int
+    """The WorkerGroup's ``metadata.generation`` this status observed."""
+    member_epoch: int = 0
+    """The largest membership epoch issued (``state.encode(member_epoch=)``)."""
+
+    def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+        """The whole status; conditions keep their times from ``previous``."""
+        return status.group_status(self.facts, state=encoded, generation=self.generation,
+                                   previous=previous)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Connectors:
+    """The Connector statuses to refresh after the round (the shell trails them)."""
+
+    plan: model.Plan
+    snapshot: model.Snapshot
+    connectors: Sequence[views.ConnectorView]
+    restarts: restarts.Done
+    failures: failures.Book
+    """Failed resources, for their FAILED entries."""
+    task_restarts: Mapping[str, str]
+    """connector → the ``kooper.dev/restart-task`` value acted on."""
+    dirty: frozenset[str]
+    """Connectors whose restart record changed this round."""
+    settled: bool
+    """Whether every member has applied its latest document."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Metrics:
+    """Counter updates beyond ``shell.metrics.observe_round``."""
+
+    bad_input: tuple[str, ...] = ()
+    connector_restarts: int = 0
+    failed_resources: int = 0
+    """Resources (instances and tasks) FAILED now (a gauge)."""
+    resource_restarts: tuple[tuple[str, int], ...] = ()
+    """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteConfigMap:
+    """Delete a departed member's ConfigMap (absent already is fine)."""
+
+    member: ids.WorkerId
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteConfigMap:
+    """Write a member's Assignment."""
+
+    assignment: messages.Assignment
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WriteStatus:
+    """Write the WorkerGroup status (the persisted planner state)."""
+
+    status: GroupStatus
+
+
+Write = DeleteConfigMap | WriteConfigMap | WriteStatus
