@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from kooper.control import modelled, state, views
+from kooper.control import liveness, modelled, state, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.protocol import codec
@@ -203,9 +203,11 @@ def test_the_members_memo_never_changes_who_is_a_member():
     sim.steps = []
     sim.run()
     memo = snapshot.Memo()
+    observed: liveness.Observed = {}
     for inputs, memory, now_ms, _ in sim.steps:
+        observed = liveness.observe(observed, inputs.leases, now_ms=now_ms)
         kwargs = {"pods": inputs.pods, "leases": inputs.leases,
-                  "last_good": memory.good_reports, "now_ms": now_ms}
+                  "last_good": memory.good_reports, "now_ms": now_ms, "observed": observed}
         fast = snapshot.collect_members(inputs.group, memo=memo, **kwargs)
         slow = snapshot.collect_members(inputs.group, **kwargs)
         assert (fast.members, fast.reports, fast.issues, fast.next_expiry_ms, fast.pods) == \

@@ -70,6 +70,9 @@ class Memory:
     (departed: its epoch is retired)."""
     member_epoch: int = 0
     """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
+    observed: liveness.Observed = dataclasses.field(default_factory=dict)
+    """When this operator first saw each Lease's current version (``liveness.observe``);
+    not persisted: a new leader observes every Lease anew, which only delays expiries."""
     reported: events.Reported = dataclasses.field(default_factory=events.Reported)
     last_key: object = None
     last_plan: model.Plan | None = None

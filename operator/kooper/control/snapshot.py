@@ -80,14 +80,18 @@ _Found = tuple[model.Member, messages.Report, int | None]
 
 def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodView | None, *,
                last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int,
-               issues: list[Issue]) -> _Found | None:
+               issues: list[Issue], observed: liveness.Observed | None) -> _Found | None:
     """The member a Lease vouches for now, with its report and expiry (None: not one)."""
     if pod is None:
         return None  # Another group's member, or a pod that is gone.
     if lease.pod_uid and lease.pod_uid != pod.uid:
         return None  # The Lease of a previous pod with this name, awaiting garbage collection.
-    if not liveness.lease_live(lease, now_ms=now_ms, default_duration_s=group.lease_duration_s,
-                               skew_s=group.clock_skew_s):
+    seen = observed.get(lease.name) if observed is not None else None
+    observed_ms = seen[1] if seen is not None else now_ms
+    expiry = liveness.expires_at_ms(lease, observed_ms=observed_ms,
+                                    default_duration_s=group.lease_duration_s,
+                                    skew_s=group.clock_skew_s)
+    if expiry is None or now_ms >= expiry:
         return None
     member = ids.WorkerId(lease.member)
     report = lease.report
@@ -98,8 +102,6 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
         if previous is None or previous.incarnation != lease.incarnation:
             return None
         report = previous
-    expiry = lease.expires_at_ms(default_duration_s=group.lease_duration_s,
-                                 skew_s=group.clock_skew_s)
     return model.Member(
         id=member,
         owned=report.owned,
@@ -118,8 +120,14 @@ def collect_members(
     last_good: Mapping[ids.WorkerId, messages.Report],
     now_ms: int,
     memo: Memo | None = None,
+    observed: liveness.Observed | None = None,
 ) -> Members:
-    """Live members: a matching pod, an unexpired Lease of that pod, a usable report."""
+    """Live members: a matching pod, an unexpired Lease of that pod, a usable report.
+
+    A Lease expires ``leaseDurationSeconds + clockSkewSeconds`` after ``observed``
+    says its current version was first seen (``liveness.observe``; a Lease missing
+    from it counts as seen now). A memo must be used with one ``observed`` history.
+    """
     memo = memo if memo is not None else Memo()
     leases = list(leases) if not isinstance(leases, list) else leases
     selector = group.selector
@@ -127,7 +135,7 @@ def collect_members(
         memo.selector, memo.pods, memo.matches, memo.members = selector, None, {}, {}
         memo.leases = memo.result = None
     quick = _changed_only(group, memo, pods=pods, leases=leases, last_good=last_good,
-                          now_ms=now_ms)
+                          now_ms=now_ms, observed=observed)
     if quick is not None:
         return quick
     new_pods: list[views.PodView] = []
@@ -169,7 +177,7 @@ def collect_members(
                 next_expiry = known[3]
             continue
         found = _member_of(group, lease, found_pod, last_good=last_good, now_ms=now_ms,
-                           issues=issues)
+                           issues=issues, observed=observed)
         if found is None or found_pod is None:
             continue
         member, report, expiry = found
@@ -187,8 +195,8 @@ def collect_members(
 
 def _changed_only(group: views.GroupView, memo: Memo, *, pods: Iterable[views.PodView],
                   leases: list[views.LeaseView],
-                  last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int
-                  ) -> Members | None:
+                  last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int,
+                  observed: liveness.Observed | None) -> Members | None:
     """The last result with only the Leases that are new objects redone, when that is
     exact: same pods, same Leases in the same places, nobody expired, no bad input."""
     before, last = memo.leases, memo.result
@@ -206,7 +214,8 @@ def _changed_only(group: views.GroupView, memo: Memo, *, pods: Iterable[views.Po
             return None  # Moved, or a Lease that was no member: the whole pass decides.
         pod = memo.matching.get(new.member)
         issues: list[Issue] = []
-        found = _member_of(group, new, pod, last_good=last_good, now_ms=now_ms, issues=issues)
+        found = _member_of(group, new, pod, last_good=last_good, now_ms=now_ms, issues=issues,
+                           observed=observed)
         if found is None or issues or pod is None or new.report is None:
             return None
         member, report, expiry = found

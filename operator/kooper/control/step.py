@@ -143,6 +143,7 @@ class _Decision:
     good_reports: Mapping[ids.WorkerId, messages.Report]
     wanted: Wanted
     judged: failures.Judgement
+    observed: liveness.Observed
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
@@ -150,9 +151,10 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     caches = caches if caches is not None else Caches()
     group = inputs.group
     previous = memory.state
+    observed = liveness.observe(memory.observed, inputs.leases, now_ms=now_ms)
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
                                      last_good=memory.good_reports, now_ms=now_ms,
-                                     memo=caches.members)
+                                     memo=caches.members, observed=observed)
     good: Mapping[ids.WorkerId, messages.Report] = found.reports
     if len(found.reports) != len(inputs.leases):  # some Lease is not (yet) a member
         leased = {lease.member for lease in inputs.leases}
@@ -188,7 +190,7 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
-                                    task_restarts=judged.task_restarts)
+                                    task_restarts=judged.task_restarts, observed=observed)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
     configured = caches.configured_of(snap)
@@ -212,7 +214,7 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
-        judged=judged,
+        judged=judged, observed=observed,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -359,7 +361,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             ids.WorkerId(w.member) for w in writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
-        member_epochs=member_epochs, member_epoch=member_epoch,
+        member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts,
     )
