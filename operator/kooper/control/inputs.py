@@ -79,6 +79,8 @@ class Memory:
     failures: Mapping[str, failures.Record] | None = None
     """Failed resources (``control.failures``); None: read them from the Connector statuses."""
     task_restarts: Mapping[str, str] | None = None
+    rejected: Mapping[str, tuple[object, str]] = dataclasses.field(default_factory=dict)
+    """Connectors left out because no document with them fits (``control.containment``)."""
     """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
 
     def members(self) -> frozenset[str]:

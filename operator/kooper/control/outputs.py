@@ -49,6 +49,8 @@ class Connectors:
     """Failed resources, for their FAILED entries."""
     task_restarts: Mapping[str, str]
     """connector → the ``kooper.dev/restart-task`` value acted on."""
+    rejected: Mapping[str, str]
+    """connector → why it is left out (``control.containment``)."""
     dirty: frozenset[str]
     """Connectors whose restart record changed this round."""
     settled: bool
@@ -65,6 +67,9 @@ class Metrics:
     """Resources (instances and tasks) FAILED now (a gauge)."""
     resource_restarts: tuple[tuple[str, int], ...] = ()
     """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
+    rejected_resources: int = 0
+    """Instances and tasks of connectors left unassigned because no document with them
+    fits (``control.containment``; a gauge)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

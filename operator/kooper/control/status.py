@@ -209,6 +209,7 @@ def connector_status(
     instances: Mapping[str, ids.WorkerId] | None = None,
     failed: Mapping[str, Mapping[str, Any]] | None = None,
     task_restart: str = "",
+    rejected: str = "",
 ) -> dict[str, Any]:
     """A Connector's ``status`` (without conditions' timestamps settled).
 
@@ -219,7 +220,8 @@ def connector_status(
     ``rebalanceGeneration``), kept so a restarted operator does not act on it again.
     ``failed`` holds, per resource with a failure record, the fields its entry shows
     (``state: FAILED``, ``error``, ``restarts``, ``nextRestart``: ``failures.entry``);
-    ``task_restart`` is the last ``kooper.dev/restart-task`` value acted on.
+    ``task_restart`` is the last ``kooper.dev/restart-task`` value acted on;
+    ``rejected`` why the connector is left unassigned (``control.containment``).
     """
     failed = failed or {}
     count = 0 if connector.state == "stopped" else connector.tasks_max
@@ -254,6 +256,11 @@ def connector_status(
                       f"{connector.namespace!r}"),
             Condition("Degraded", True, "WorkerGroupNotFound",
                       f"spec.workerGroup names {connector.group!r}, which does not exist"),
+        ]
+    elif rejected:
+        wanted = [
+            Condition("Ready", False, "Rejected", rejected[:1024]),
+            Condition("Degraded", True, "Rejected", rejected[:1024]),
         ]
     elif instance is None or unassigned:
         what = "the connector instance" if instance is None else f"{unassigned} task(s)"

@@ -33,10 +33,11 @@ its result.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kooper.control import (
     claims,
+    containment,
     events,
     failures,
     liveness,
@@ -144,11 +145,38 @@ class _Decision:
     wanted: Wanted
     judged: failures.Judgement
     observed: liveness.Observed
+    every: Sequence[views.ConnectorView]
+    """Every Connector of the group, rejected ones included (``inputs`` lacks those)."""
+    rejected: Mapping[str, tuple[object, str]]
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
-    """Decide one round (see the module docstring)."""
+    """Decide one round (see the module docstring).
+
+    A connector that makes some member's document too large is rejected and the
+    round planned again without it (``control.containment``): it fails alone.
+    """
     caches = caches if caches is not None else Caches()
+    members = frozenset(lease.member for lease in inputs.leases) if memory.rejected \
+        else frozenset()
+    rejected = containment.carried(memory.rejected, inputs.connectors, members)
+    while True:
+        decided = _step(inputs, memory, now_ms=now_ms, caches=caches, rejected=rejected)
+        found = containment.oversized(decided.configmap_writes)
+        if found is None or found[0] in rejected:
+            return decided
+        members = members or frozenset(lease.member for lease in inputs.leases)
+        name, why = found
+        spec = next(c for c in inputs.connectors if c.name == name)
+        rejected = {**rejected, name: (containment.reason_key(spec, members), why)}
+
+
+def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
+          rejected: Mapping[str, tuple[object, str]]) -> Step:
+    every = inputs.connectors
+    if rejected:
+        inputs = dataclasses.replace(
+            inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
     group = inputs.group
     previous = memory.state
     observed = liveness.observe(memory.observed, inputs.leases, now_ms=now_ms)
@@ -190,7 +218,8 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
-                                    task_restarts=judged.task_restarts, observed=observed)
+                                    task_restarts=judged.task_restarts, observed=observed,
+                                    rejected=rejected)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
     configured = caches.configured_of(snap)
@@ -214,7 +243,7 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
-        judged=judged, observed=observed,
+        judged=judged, observed=observed, every=every, rejected=rejected,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -316,6 +345,10 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                         task_restarts[owner] = old
     failing = sorted(r for r, rec in book.items() if rec.failing)
     problems = d.problems
+    if d.rejected:
+        first = sorted(d.rejected.items())[0][1][1]
+        problems = (*problems, ("ConnectorRejected", f"{len(d.rejected)} connector(s) "
+                                f"rejected ({', '.join(sorted(d.rejected)[:5])}): {first}"))
     if failing:
         problems = (*problems, ("ResourcesFailed", f"{len(failing)} resource(s) failed: "
                                 + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "")))
@@ -363,7 +396,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
-        failures=book, task_restarts=task_restarts,
+        failures=book, task_restarts=task_restarts, rejected=d.rejected,
     )
     return Step(
         memory=next_memory,
@@ -374,15 +407,22 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         status=GroupStatus(facts=facts, state=new_state, owners=owners,
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
-        events=(*d.early_events, *judged.events, *out.events),
+        events=(*d.early_events, *judged.events, *out.events, *(
+            events.Event("ConnectorRejected", why, warning=True, connector=name)
+            for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
                         connector_restarts=len(restarted), failed_resources=len(failing),
+                        rejected_resources=sum(
+                            1 + (0 if c.state == "stopped" else c.tasks_max)
+                            for c in d.every if c.name in d.rejected),
                         resource_restarts=(
                             ("automatic", len(judged.due - _on(failed, plan, judged.due))),
                             ("manual", len(judged.manual - _on(failed, plan, judged.manual))))),
-        connectors=Connectors(plan=plan, snapshot=snap, connectors=inputs.connectors,
+        connectors=Connectors(plan=plan, snapshot=snap, connectors=d.every,
+                              rejected={n: why for n, (_, why) in d.rejected.items()},
                               restarts=done, failures=book, task_restarts=task_restarts,
-                              dirty=frozenset(restarted) | judged.changed,
+                              dirty=frozenset(restarted) | judged.changed | frozenset(
+                                  set(d.rejected).symmetric_difference(memory.rejected)),
                               settled=not pending),
         failures=failed, decision=d,
     )

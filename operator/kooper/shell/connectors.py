@@ -115,7 +115,8 @@ class ConnectorStatuses:
                 connector, holders=holders, owned=owned, epochs=work.plan.state.epochs,
                 group_exists=True, restart=restart if isinstance(restart, Mapping) else None,
                 instances=instances, failed=marked,
-                task_restart=work.task_restarts.get(connector.name, ""))
+                task_restart=work.task_restarts.get(connector.name, ""),
+                rejected=work.rejected.get(connector.name, ""))
             settled = status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)

@@ -188,19 +188,26 @@ RESOURCE_RESTARTS = PerGroup(Counter(
     "Restarts in place of failed instances and tasks, by trigger (automatic: autoRestart; "
     "manual: kooper.dev/restart-task)", (*GROUP_LABELS, "trigger")))
 _TRIGGERS = ("automatic", "manual")
+REJECTED = _gauge(
+    "kooper_rejected_resources",
+    "Instances and tasks of connectors left unassigned because a member's assignment with "
+    "them would not fit a ConfigMap")
 
 
-def observe_failures(group: str, *, failed: int, restarts: tuple[tuple[str, int], ...]) -> None:
-    """The failed-resource gauge and the restart counters after a step."""
+def observe_failures(group: str, *, failed: int, restarts: tuple[tuple[str, int], ...],
+                     rejected: int = 0) -> None:
+    """The failed-resource and rejected-connector gauges and the restart counters."""
     FAILED_RESOURCES.labels(group).set(failed)
+    REJECTED.labels(group).set(rejected)
     for trigger, count in restarts:
         RESOURCE_RESTARTS.labels(group, trigger).inc(count)
 
 
 def forget_failures(group: str) -> None:
     """Drop a deleted group's failure series."""
-    with contextlib.suppress(KeyError):
-        FAILED_RESOURCES.remove(group)
+    for gauge in (FAILED_RESOURCES, REJECTED):
+        with contextlib.suppress(KeyError):
+            gauge.remove(group)
     for trigger in _TRIGGERS:
         with contextlib.suppress(KeyError):
             RESOURCE_RESTARTS.remove(group, trigger)

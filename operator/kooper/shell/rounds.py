@@ -63,6 +63,8 @@ class Context:
     run_id: str = "operator"
     debounce_s: float = 0.05
     retry_s: float = 1.0
+    max_retry_s: float = 60.0
+    """Failed rounds back off from ``retry_s``, doubling, up to this."""
     connector_status: bool = True
     connector_status_delay_s: float = 0.5
     """Connector statuses wait this long after a round, so that a placement and the
@@ -116,6 +118,8 @@ class GroupRunner:
         self.results: list[RoundResult] = []
         """The last 100 rounds that planned (tests and the benchmark read them)."""
         self.rounds_planned = 0
+        self.round_failures = 0
+        """Rounds failed in a row (the backoff's exponent; tests read it)."""
         self.steps_run = 0
         """Steps run, planned or not (tests wait on it)."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -178,15 +182,41 @@ class GroupRunner:
                 logger.warning("%s: %s; restoring state from the API", self.key, exc)
                 self.memory = None
                 self.poke()
-            except Exception:
-                logger.exception("%s: round failed; retrying in %.1fs", self.key,
-                                 self.ctx.retry_s)
+            except Exception as exc:
+                # Exponential backoff (retry_s, doubled per failure in a row, at most
+                # max_retry_s), and the WorkerGroup says so until a round succeeds.
+                self.round_failures += 1
+                delay = min(self.ctx.max_retry_s,
+                            self.ctx.retry_s * 2 ** min(self.round_failures - 1, 20))
+                logger.exception("%s: round failed (%d in a row); retrying in %.1fs",
+                                 self.key, self.round_failures, delay)
                 metrics.ROUND_ERRORS.labels(self.key).inc()
                 if self.memory is not None:
                     self.memory = dataclasses.replace(self.memory, last_key=None)
-                await asyncio.sleep(self.ctx.retry_s)
+                await self._round_failed(exc, delay)
+                await asyncio.sleep(delay)
                 self.burst_started = started
                 self.flag.set()
+            else:
+                self.round_failures = 0
+
+    async def _round_failed(self, exc: Exception, delay_s: float) -> None:
+        """``Degraded=True`` (``RoundFailed``) on the WorkerGroup, best effort."""
+        group = self.ctx.views.group(self.namespace, self.name)
+        if group is None:
+            return
+        previous = group.status.get("conditions") or []
+        kept = [c for c in previous if isinstance(c, dict) and c.get("type") != "Degraded"]
+        message = (f"{self.round_failures} round(s) failed in a row, retrying in "
+                   f"{delay_s:.1f}s: {exc}")[:1024]
+        degraded = status.conditions(
+            [status.Condition("Degraded", True, "RoundFailed", message)], previous=previous,
+            generation=group.generation, now=views.format_time(round(self.ctx.clock() * 1000)))
+        try:
+            await self.ctx.client.patch_status("workergroups", self.namespace, self.name,
+                                               {"conditions": [*kept, *degraded]})
+        except kube.KubeError as error:
+            logger.warning("%s: cannot report the failed round: %s", self.key, error)
 
     # --- one round ------------------------------------------------------------
 
@@ -279,7 +309,8 @@ class GroupRunner:
         if decided.metrics.connector_restarts:
             metrics.CONNECTOR_RESTARTS.labels(self.key).inc(decided.metrics.connector_restarts)
         metrics.observe_failures(self.key, failed=decided.metrics.failed_resources,
-                                 restarts=decided.metrics.resource_restarts)
+                                 restarts=decided.metrics.resource_restarts,
+                                 rejected=decided.metrics.rejected_resources)
         by_name = {c.name: c for c in decided.connectors.connectors} if decided.connectors \
             else {}
         for event in decided.events:
