@@ -25,22 +25,10 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
         .withColumn("next_ms", F.lead("ts_ms").over(same_place))
         .where(F.col("event") == "start")
     )
-    lifecycle = ranked.where(F.col("event").isin("join", "leave") & (F.col("member") != ""))
-    both = starts.unionByName(lifecycle.withColumn("next_ms", F.lit(None).cast("long")))
-    # Descending order with a growing frame: last() is the nearest later
-    # join/leave, computed incrementally (an unbounded-following frame would be
-    # quadratic). The frame includes the current row, which is harmless: only
-    # start rows are kept, and their own join/leave value is null.
-    later = sql.Window.partitionBy(*eventlog.MEMBER).orderBy(
-        F.col("ts_ms").desc(), F.col("k").desc()
-    ).rowsBetween(sql.Window.unboundedPreceding, sql.Window.currentRow)
-    when_kind = {
-        kind: F.when(F.col("event") == kind, F.col("ts_ms")) for kind in ("join", "leave")
-    }
+    lifecycle = events.where(F.col("event").isin("join", "leave") & (F.col("member") != ""))
     spans = (
-        both.withColumn("rejoin_ms", F.last(when_kind["join"], ignorenulls=True).over(later))
-        .withColumn("leave_ms", F.last(when_kind["leave"], ignorenulls=True).over(later))
-        .where(F.col("event") == "start")
+        starts.join(F.broadcast(_later_lifecycle(lifecycle)), _in_segment(), "left")
+        .drop(*(f"_{c}" for c in eventlog.MEMBER))
         .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
     )
     own_end = F.col("next_ms").isNotNull() & (
@@ -58,6 +46,47 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
         )
         .where(F.col("end_ms") > F.col("start_ms"))
     )
+
+
+def _later_lifecycle(lifecycle: sql.DataFrame) -> sql.DataFrame:
+    """Per member, the times its ``join``/``leave`` rows happen (cuts), and for each cut
+    the nearest ``join`` (``rejoin_ms``) and ``leave`` (``leave_ms``) at or after it, with
+    the previous cut (``lo``).
+
+    A ``start`` at ``s`` with ``lo <= s < cut`` has no join/leave of its member in
+    ``(s, cut)``: the next ones are the cut's. (A join or leave at ``s`` itself
+    comes before the start in the same-instant order, so it is not later.) Small
+    (members x their joins and leaves): broadcast to every start instead of sorting
+    the starts by member.
+    """
+    def here(kind: str) -> sql.Column:
+        return F.min(F.when(F.col("event") == kind, F.col("ts_ms")))
+
+    cuts = lifecycle.groupBy(*eventlog.MEMBER, "ts_ms").agg(
+        here("join").alias("join_here"), here("leave").alias("leave_here")
+    )
+    by_time = sql.Window.partitionBy(*eventlog.MEMBER).orderBy("ts_ms")
+    from_here = sql.Window.partitionBy(*eventlog.MEMBER).orderBy(F.col("ts_ms").desc()).rowsBetween(
+        sql.Window.unboundedPreceding, sql.Window.currentRow
+    )
+    return cuts.select(
+        *(F.col(c).alias(f"_{c}") for c in eventlog.MEMBER),
+        F.lag("ts_ms").over(by_time).alias("_lo"),
+        F.col("ts_ms").alias("_cut"),
+        F.last("join_here", ignorenulls=True).over(from_here).alias("rejoin_ms"),
+        F.last("leave_here", ignorenulls=True).over(from_here).alias("leave_ms"),
+    )
+
+
+def _in_segment() -> sql.Column:
+    same = [F.col(c) == F.col(f"_{c}") for c in eventlog.MEMBER]
+    inside = (F.col("_lo").isNull() | (F.col("_lo") <= F.col("ts_ms"))) & (
+        F.col("ts_ms") < F.col("_cut")
+    )
+    condition = inside
+    for equal in same:
+        condition = condition & equal
+    return condition
 
 
 def paused(events: sql.DataFrame, spans: sql.DataFrame) -> sql.DataFrame:
@@ -89,7 +118,8 @@ def paused(events: sql.DataFrame, spans: sql.DataFrame) -> sql.DataFrame:
 
 
 def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
-    """Sweep each resource's intervals: ``running_on`` members during ``[ts_ms, next_ms)``.
+    """Sweep each resource's intervals: ``running_on`` members during ``[ts_ms, next_ms)``
+    (``d`` of them more than just before ``ts_ms``).
 
     Segments start at the resource's first ``start`` and the last one reaches
     the run's last event, so a resource that stopped for good is paused until
@@ -112,6 +142,8 @@ def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
             .over(by_time.rowsBetween(sql.Window.unboundedPreceding, 0))
             .cast("long")
             .alias("running_on"),
+            # the change at ts_ms: running_on - d members ran it just before
+            F.col("d").cast("long").alias("d"),
         )
     )
 

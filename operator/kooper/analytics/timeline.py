@@ -5,8 +5,6 @@ from __future__ import annotations
 from pyspark import sql
 from pyspark.sql import functions as F
 
-from kooper.analytics import eventlog
-
 
 def running(segs: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     """``schema.TIMELINE``: resources running on at least one member, as a step function.
@@ -15,10 +13,12 @@ def running(segs: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     Resources running at the run's last event are not counted down there: the
     log ended, they did not stop.
     """
-    by_time = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("ts_ms")
+    # Whether it ran just before ts_ms follows from the segment itself (running_on
+    # - d members ran it then): no second sort of the segments by resource.
     up = (F.col("running_on") > 0).cast("long")
+    was_up = ((F.col("running_on") - F.col("d")) > 0).cast("long")
     flips = (
-        segs.withColumn("d", up - F.coalesce(F.lag(up).over(by_time), F.lit(0)))
+        segs.withColumn("d", up - was_up)
         .where((F.col("d") != 0) & (F.col("next_ms") > F.col("ts_ms")))
         .select("run", "ts_ms", "d")
         .unionByName(
