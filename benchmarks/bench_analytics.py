@@ -124,9 +124,10 @@ def profile(folder: Path, *, top: int = 12) -> None:
     stages: list[tuple[float, float, int, int, int]] = []
     for log in (path for path in folder.rglob("*") if path.is_file()):
         for line in log.read_text(errors="replace").splitlines():
-            if not line.startswith("{"):
-                continue
-            event = json.loads(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # not an event-log line (a compressed or partial file)
             if event.get("Event") != "SparkListenerStageCompleted":
                 continue
             info = event["Stage Info"]
@@ -176,7 +177,7 @@ def main() -> int:
         conf = [("spark.driver.memory", args.driver_memory)]
         if args.profile:
             (workdir / "events").mkdir()
-            conf += [("spark.eventLog.enabled", "true"),
+            conf += [("spark.eventLog.enabled", "true"), ("spark.eventLog.compress", "false"),
                      ("spark.eventLog.dir", (workdir / "events").as_uri())]
         job.spark_session(args.master, conf, log=workdir / "spark.log")
         print(f"spark session ({args.master}): {time.perf_counter() - started:.1f} s")

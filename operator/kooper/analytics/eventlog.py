@@ -15,6 +15,20 @@ RESOURCE = ("run", "group", "resource")
 MEMBER = ("run", "group", "member")
 """Columns that name a member within its run."""
 
+
+def sort_key(*columns: str) -> list[sql.Column]:
+    """``columns`` led by a 64-bit hash of them: partition keys for a window that sorts.
+
+    A window sorts its rows by partition keys, then order keys. Spark's sort
+    compares an 8-byte prefix of the first key before anything else; with
+    ``run`` first that prefix is the same for every row of a run, so every
+    comparison reads whole rows. With the hash first, rows of different
+    resources are told apart by the prefix alone. The columns themselves still
+    partition the window, so a hash collision changes nothing.
+    """
+    return [F.xxhash64(*columns), *(F.col(c) for c in columns)]
+
+
 _ORDER = {str(kind): rank for kind, rank in events.SAME_INSTANT_ORDER.items()}
 
 

@@ -19,7 +19,9 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     without an earlier ``start`` is ignored.
     """
     ranked = events.withColumn("k", eventlog.kind_order())
-    same_place = sql.Window.partitionBy(*eventlog.RESOURCE, "member").orderBy("ts_ms", "k")
+    same_place = sql.Window.partitionBy(*eventlog.sort_key(*eventlog.RESOURCE, "member")).orderBy(
+        "ts_ms", "k"
+    )
     starts = (
         ranked.where(F.col("event").isin("start", "stop") & (F.col("resource") != ""))
         .withColumn("next_ms", F.lead("ts_ms").over(same_place))
@@ -119,7 +121,8 @@ def paused(events: sql.DataFrame, spans: sql.DataFrame) -> sql.DataFrame:
 
 def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     """Sweep each resource's intervals: ``running_on`` members during ``[ts_ms, next_ms)``
-    (``d`` of them more than just before ``ts_ms``).
+    (``d`` of them more than just before ``ts_ms``); ``rk`` is the resource's hash key,
+    by which the segments are partitioned.
 
     Segments start at the resource's first ``start`` and the last one reaches
     the run's last event, so a resource that stopped for good is paused until
@@ -129,12 +132,16 @@ def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     deltas = deltas.unionByName(
         spans.select(*eventlog.RESOURCE, F.col("end_ms").alias("ts_ms"), F.lit(-1).alias("d"))
     )
-    by_time = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("ts_ms")
+    # One shuffle by resource (keyed by its hash, eventlog.sort_key) serves both the
+    # sum per instant and the sweep: no exchange between them.
+    keyed = deltas.withColumn("rk", F.xxhash64(*eventlog.RESOURCE)).repartition("rk")
+    by_time = sql.Window.partitionBy("rk", *eventlog.RESOURCE).orderBy("ts_ms")
     return (
-        deltas.groupBy(*eventlog.RESOURCE, "ts_ms")
+        keyed.groupBy("rk", *eventlog.RESOURCE, "ts_ms")
         .agg(F.sum("d").alias("d"))
         .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
         .select(
+            "rk",
             *eventlog.RESOURCE,
             "ts_ms",
             F.coalesce(F.lead("ts_ms").over(by_time), F.col("run_end_ms")).alias("next_ms"),
@@ -154,7 +161,9 @@ def overlaps(spans: sql.DataFrame) -> sql.DataFrame:
     ``other_member`` is the member whose earlier interval ends last; the row's
     span is the time both ran it.
     """
-    by_start = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("start_ms", "member")
+    by_start = sql.Window.partitionBy(*eventlog.sort_key(*eventlog.RESOURCE)).orderBy(
+        "start_ms", "member"
+    )
     so_far = by_start.rowsBetween(sql.Window.unboundedPreceding, sql.Window.currentRow)
     # The running max up to the previous row, as lag() of the running max: a
     # frame ending at -1 is noticeably slower in Spark than this pair.

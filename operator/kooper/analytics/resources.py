@@ -10,7 +10,9 @@ from kooper.analytics import eventlog
 
 def moves(events: sql.DataFrame) -> sql.DataFrame:
     """Per resource: ``moves``, starts on a member other than the one that last started it."""
-    by_time = sql.Window.partitionBy(*eventlog.RESOURCE).orderBy("ts_ms", "member")
+    by_time = sql.Window.partitionBy(*eventlog.sort_key(*eventlog.RESOURCE)).orderBy(
+        "ts_ms", "member"
+    )
     previous = F.lag("member").over(by_time)
     return (
         events.where((F.col("event") == "start") & (F.col("resource") != ""))
@@ -66,7 +68,7 @@ def stats(
     length = F.col("next_ms") - F.col("ts_ms")
     paused = F.when(F.col("running_on") == 0, length)
     doubled = F.when(F.col("running_on") >= 2, length)
-    stats = segs.groupBy(*eventlog.RESOURCE).agg(
+    stats = segs.groupBy("rk", *eventlog.RESOURCE).agg(  # rk: the segments' partitioning
         F.coalesce(F.sum(paused), F.lit(0)).cast("long").alias("pause_ms"),
         F.coalesce(F.max(paused), F.lit(0)).cast("long").alias("max_pause_ms"),
         F.coalesce(F.sum(doubled), F.lit(0)).cast("long").alias("overlap_ms"),
@@ -79,7 +81,7 @@ def stats(
     else:
         joined = joined.join(held, list(eventlog.RESOURCE), "left")
     return (
-        joined.select(
+        joined.drop("rk").select(
             *eventlog.RESOURCE,
             "pause_ms",
             "max_pause_ms",
