@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench_assignor.py",
     "bench_codec.py",
     "bench_sim.py",
+    "bench_chaos.py",
     "bench_operator.py",
     "bench_analytics.py",
 )

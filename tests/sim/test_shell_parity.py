@@ -100,7 +100,8 @@ def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
         else:
             writes.append(("status", state.encode(write.status.state,
                                                   owners=write.status.owners,
-                                                  member_epoch=write.status.member_epoch)))
+                                                  member_epoch=write.status.member_epoch,
+                                                  epoch_floor=write.status.epoch_floor)))
     return writes
 
 

@@ -70,6 +70,10 @@ class Memory:
     (departed: its epoch is retired)."""
     member_epoch: int = 0
     """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
+    epoch_floor: int = 0
+    """The largest resource epoch issued so far (``status.state.epochFloor``)."""
+    floor_pending: bool = False
+    """Just restored: resources with no known epoch start above ``epoch_floor``."""
     observed: liveness.Observed = dataclasses.field(default_factory=dict)
     """When this operator first saw each Lease's current version (``liveness.observe``);
     not persisted: a new leader observes every Lease anew, which only delays expiries."""
@@ -148,7 +152,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
               if member in planner.assignments}
     return Memory(state=planner, given=given, pod_owners=state.restore_owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
-        member_epochs=epochs, member_epoch=result.member_epoch)
+        member_epochs=epochs, member_epoch=result.member_epoch,
+        epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0)
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

@@ -29,6 +29,8 @@ class GroupStatus:
     """The WorkerGroup's ``metadata.generation`` this status observed."""
     member_epoch: int = 0
     """The largest membership epoch issued (``state.encode(member_epoch=)``)."""
+    epoch_floor: int = 0
+    """The largest per-resource epoch issued (``state.encode(epoch_floor=)``)."""
 
     def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
                  ) -> dict[str, Any]:

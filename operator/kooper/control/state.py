@@ -33,6 +33,7 @@ STATE_VERSION = 1
 def encode(
     state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None,
     owners: Mapping[str, tuple[str, str]] | None = None, member_epoch: int = 0,
+    epoch_floor: int = 0,
 ) -> dict[str, Any]:
     """``status.state``: everything in ``state`` that the ConfigMaps do not hold.
 
@@ -73,6 +74,11 @@ def encode(
     document["owners"] = {member: f"{kind}/{name}"
                           for member, (kind, name) in sorted((owners or {}).items())
                           if member in known and kind and name}
+    if epoch_floor:
+        # The largest resource epoch issued. Deletions of departed members' ConfigMaps
+        # come first in a round: an operator dying right after them leaves their
+        # resources' epochs in no document, and the next leader starts those above this.
+        document["epochFloor"] = epoch_floor
     if member_epoch:
         # The last membership epoch issued: a new one is always larger, even for a member
         # whose ConfigMap (the only other place its epoch is written) was deleted.
@@ -96,6 +102,8 @@ class Restored:
     """Each member's current membership epoch, as its ConfigMap names it."""
     member_epoch: int = 0
     """The largest membership epoch ever issued (persisted or in a ConfigMap)."""
+    epoch_floor: int = 0
+    """The largest resource epoch ever issued (persisted or in a ConfigMap)."""
 
 
 def restore(
@@ -186,7 +194,8 @@ def restore(
         eager_revoking=bool(document.get("eagerRevoking", False)),
         backoff=_decode_backoff(document.get("backoff")),
     )
-    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch)
+    floor = max([_int(document.get("epochFloor"), 0), *epochs.values()])
+    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch, floor)
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:

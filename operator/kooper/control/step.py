@@ -178,6 +178,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         inputs = dataclasses.replace(
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
     group = inputs.group
+    if memory.floor_pending:
+        memory = _floored(memory, inputs)
     previous = memory.state
     observed = liveness.observe(memory.observed, inputs.leases, now_ms=now_ms)
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
@@ -305,11 +307,28 @@ def _member_epochs(memory: Memory, plan: model.Plan,
     return result, issued, frozenset(fresh)
 
 
+def _floored(memory: Memory, inputs: Inputs) -> Memory:
+    """A just-restored memory where every wanted resource without a known epoch has the
+    largest epoch ever issued: its next epoch is larger than any it had (per-resource
+    epochs only grow, even when the operator died right after a deletion)."""
+    epochs = dict(memory.state.epochs)
+    floor = memory.epoch_floor
+    for connector in inputs.connectors:
+        tasks = 0 if connector.state == "stopped" else connector.tasks_max
+        for resource in snapshot.restart_resources(connector.name, tasks):
+            epochs.setdefault(resource, floor)
+    return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
+                               floor_pending=False)
+
+
 def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     inputs, memory, plan, snap, group = d.inputs, d.memory, d.plan, d.snap, d.inputs.group
     previous = memory.state
     member_epochs, member_epoch, fresh = _member_epochs(memory, plan, d.good_reports)
+    floor = memory.epoch_floor
+    if plan.state.epochs is not previous.epochs and plan.state.epochs:
+        floor = max(floor, *plan.state.epochs.values())
     to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members} | fresh
     states, configs = d.wanted.states, d.wanted.configs
     writes = tuple(state.assignment_message(
@@ -395,6 +414,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
+        epoch_floor=floor,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected,
     )
@@ -404,7 +424,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                          *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=previous,
         configmap_writes=writes,
-        status=GroupStatus(facts=facts, state=new_state, owners=owners,
+        status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *out.events, *(

@@ -9,6 +9,16 @@ from one seed, so ``run_one(seed)`` reproduces a failure exactly.
 Checks: no resource ever ran on two members at once; once the faults stop and
 the delay passes, every configured resource runs exactly once, each member runs
 exactly its assignment, and the group is balanced.
+
+``hard=True`` draws the fault families of issue 12 (members are real SDK
+sessions): partitions drawn around the fence boundary (the worker fences at the
+lease duration, the operator declares it departed at lease + margin: 12-23 s for
+15 s + 5 s) and long ones, operator kills mid-round and mid-write-sequence,
+slow stops (up to 8 s, past the 5 s the budget leaves a stop), 3-8 pods and
+message loss up to 0.5. ``check_log`` then checks the event log alone (it knows
+nothing of the simulator's state): no resource on two members at once, per-task
+epochs that only grow across members, and quiescence within ``CONVERGE_BOUND_MS``
+of the last fault plus the delay.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import dataclasses
 import random
 from collections.abc import Sequence
 
+from kooper.core import events as ev
 from kooper.core import model
 from kooper.sim import metrics, runner, scenarios
 
@@ -35,6 +46,95 @@ class Outcome:
     violations: tuple[str, ...]
     converge_ms: int
     events: int
+
+
+CONVERGE_BOUND_MS = 180_000
+"""A run is quiet this long after its last fault and the rebalance delay."""
+
+
+def draw_hard(seed: int) -> tuple[runner.Config, scenarios.Scenario]:
+    """Chaos run ``seed`` of issue 12's fault families (see the module docstring)."""
+    rng = random.Random(seed)
+    size = rng.randint(3, 8)
+    delay = rng.choice((0, 3_000, 20_000))
+    lat = runner.Latencies(stop=runner.Span(100, rng.choice((400, 3_000, 8_000))))
+    steps = []
+    for _ in range(rng.randint(2, 12)):
+        action = rng.choice(_HARD_ACTIONS)
+        fence, declare = lat.lease_ms, lat.lease_ms + lat.skew_ms
+        if action is A.PARTITION and rng.random() < 0.8:
+            down = rng.randint(fence - 3_000, declare + 3_000)  # around the fence boundary
+        else:
+            down = rng.choice((1_000, 5_000, 30_000, 120_000))
+        steps.append(scenarios.Step(
+            action, pod=rng.randrange(size + 1),
+            delay_ms=rng.choice((0, 50, 500, 2_000, 10_000, 20_000)), down_ms=down,
+            count=rng.randint(1, 2),
+            protocols=(rng.choice(("eager", "compatible", "compatible"))
+                       if action in (A.RESTART, A.PROTOCOL) else ""),
+            mid_round=rng.random() < 0.7,
+        ))
+    scenario = scenarios.Scenario("chaos-hard", tuple(steps))
+    horizon = 30_000 + sum(s.delay_ms for s in steps) + 120_000
+    config = runner.Config(
+        pods=size, connectors=rng.randint(1, 4), tasks=rng.randint(0, 5),
+        policy=rng.choice(list(model.Policy)),
+        protocol=rng.choice((model.Protocol.COMPATIBLE,) * 3 + (model.Protocol.EAGER,)),
+        delay_ms=delay, seed=seed, latencies=lat,
+        faults=runner.Faults(lose_doc=rng.choice((0.0, 0.1, 0.3, 0.5)),
+                             lose_report=rng.choice((0.0, 0.1, 0.3, 0.5)),
+                             slow_report=rng.choice((0.0, 0.2)), until_ms=horizon),
+        run=f"chaos-hard-{seed}", sessions=True,
+    )
+    return config, scenario
+
+
+_HARD_ACTIONS = (
+    A.PARTITION, A.PARTITION, A.PARTITION, A.KILL, A.RESTART, A.OPERATOR_RESTART,
+    A.OPERATOR_RESTART, A.SCALE_UP, A.SCALE_DOWN, A.PROTOCOL,
+)
+
+
+def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
+              end_ms: int) -> list[str]:
+    """The invariants the event log alone must show (see the module docstring)."""
+    problems: list[str] = []
+    running: dict[str, str] = {}
+    last_start: dict[str, tuple[str, int]] = {}
+    for event in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP)):
+        if event.event is ev.Kind.STOP and running.get(event.resource) == event.member:
+            del running[event.resource]
+        elif event.event is ev.Kind.START:
+            holder = running.get(event.resource)
+            if holder is not None and holder != event.member:
+                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                                f"{event.member} while {holder} runs it")
+            running[event.resource] = event.member
+            before = last_start.get(event.resource)
+            if before is not None and event.epoch >= 0 and (
+                    event.epoch < before[1]
+                    or (event.epoch == before[1] and event.member != before[0])):
+                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                                f"{event.member} at epoch {event.epoch} after epoch "
+                                f"{before[1]} on {before[0]}")
+            last_start[event.resource] = (event.member, event.epoch)
+    if end_ms > last_fault_ms + delay_ms + CONVERGE_BOUND_MS:
+        problems.append(f"log: quiet only at {end_ms} ms, {end_ms - last_fault_ms} ms after "
+                        "the last fault")
+    return problems
+
+
+def run_hard(seed: int) -> Outcome:
+    """Run hard chaos seed ``seed`` and check it (final state and the event log)."""
+    config, scenario = draw_hard(seed)
+    result = runner.simulate(config, scenario)
+    problems = check(result)
+    problems += check_log(result.events, last_fault_ms=result.last_fault_ms,
+                          delay_ms=config.delay_ms, end_ms=result.end_ms)
+    summary = metrics.run_metrics(result.events)
+    if summary.overlaps:
+        problems.append(f"event log shows {summary.overlaps} overlaps")
+    return Outcome(seed, tuple(problems), summary.converge_ms or 0, len(result.events))
 
 
 def draw(seed: int, *, pods: int | None = None,

@@ -168,6 +168,7 @@ class Sim:
         """The planner state of the last WorkerGroup status write."""
         self.persisted_owners: Mapping[str, control.Owner] = {}
         self.persisted_member_epoch = 0
+        self.persisted_epoch_floor = 0
         self.written: dict[ids.WorkerId, messages.Assignment] = {}
         """member -> the document in its ConfigMap."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -194,6 +195,7 @@ class Sim:
             "round": self._round, "deadline": self._deadline, "step": self._step,
             "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
             "heal": self._heal, "reread": self._reread, "batch": self._batch,
+            "exit_check": self._exit_check,
         }
 
     # -- recording ------------------------------------------------------------------
@@ -320,7 +322,15 @@ class Sim:
             pod.partitioned = True
             pod.partitions += 1
             cut = (name, pod.token, pod.partitions)
-            self.clock.after(self.lat.lease_ms, "fence", *cut)
+            if pod.session is not None:
+                # Its last renewal went through just before the cut; the session fences
+                # by its timing budget and asks to end the process if stops outlast it.
+                pod.session.lease_renewed(self.clock.now_ms)
+                self.clock.after(pod.session.fence_after_ms, "fence", *cut)
+                if pod.session.deadline_ms is not None:
+                    self.clock.after(pod.session.deadline_ms, "exit_check", *cut)
+            else:
+                self.clock.after(self.lat.lease_ms, "fence", *cut)
             self.clock.after(self.lat.lease_ms + self.lat.skew_ms, "declare", *cut)
             self.clock.after(down, "heal", *cut)
             return None
@@ -553,6 +563,19 @@ class Sim:
             pod.fenced = True
             self._stop_all(pod)
 
+    def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        """The session's deadline: a stop still running ends the process (it restarts)."""
+        pod = self._cut(name, token, cut)
+        if pod is None or pod.session is None:
+            return
+        pod.session.tick(self.clock.now_ms)
+        if pod.session.exit_reason is None:
+            self._pump(pod)
+            return
+        protocols = pod.protocols
+        self._depart(pod)
+        self._spawn(pod.ordinal, protocols, self.lat.restart.draw(self.rng))
+
     def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
         pod = self._cut(name, token, cut)
         if pod is not None:
@@ -653,6 +676,7 @@ class Sim:
             self.persisted = write.status.state
             self.persisted_owners = write.status.owners
             self.persisted_member_epoch = write.status.member_epoch
+            self.persisted_epoch_floor = write.status.epoch_floor
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
@@ -688,7 +712,8 @@ class Sim:
         """A new operator process: it knows only what the API holds."""
         self.operator_up = True
         status = {"state": state.encode(self.persisted, owners=self.persisted_owners,
-                                        member_epoch=self.persisted_member_epoch)}
+                                        member_epoch=self.persisted_member_epoch,
+                                        epoch_floor=self.persisted_epoch_floor)}
         group = modelled.group(self.config.group, self.settings, status=status)
         configmaps = {str(name): self._configmap(message)
                       for name, message in self.written.items()}
