@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import pathlib
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(needs the KopfPeering CRDs); default: standalone")
     parser.add_argument("--priority", type=int, default=0,
                         help="kopf peering priority of this replica (default 0)")
+    parser.add_argument("--leader-election", action=argparse.BooleanOptionalAction,
+                        default=False,
+                        help="run rounds only while holding the kooper-operator-leader Lease "
+                             "in --leader-namespace; other replicas stand by (default off)")
+    parser.add_argument("--leader-namespace", metavar="NAMESPACE",
+                        default=os.environ.get("POD_NAMESPACE") or "default",
+                        help="namespace of the leader Lease (default $POD_NAMESPACE, "
+                             "else default)")
     parser.add_argument("--identity",
                         help="this replica's identity, written into every assignment "
                              "(default host/pid)")
@@ -84,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         health_port=args.health_port, audit_log=args.audit_log, peering=args.peering,
         priority=args.priority, identity=args.identity, debounce_s=args.debounce,
         gc_freeze=args.gc_freeze, kubeconfig=args.kubeconfig, context=args.context,
+        leader_election=args.leader_election, leader_namespace=args.leader_namespace,
     )
     if args.kubeconfig or args.context:
         config = dataclasses.replace(config, kube_api=None)  # the flags win over the env

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kooper.control import status, views
-from kooper.shell import audit, gcfreeze, kube, metrics, rounds, settings
+from kooper.shell import audit, gcfreeze, kube, leader, metrics, rounds, settings
 
 logger = logging.getLogger("kooper.shell")
 
@@ -73,6 +73,10 @@ class Shell:
         self._orphans: dict[tuple[str, str], str] = {}
         self.audit: audit.AuditLog | None = None
         self._freezer: asyncio.Task[int] | None = None
+        self.leading = not config.leader_election
+        """Whether this replica runs rounds (always, without leader election)."""
+        self.elector: leader.Elector | None = None
+        self._election: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -90,12 +94,40 @@ class Shell:
             retry_s=self.config.retry_s,
             connector_status=self.config.connector_status,
         )
+        if self.config.leader_election and self._election is None:
+            self.elector = leader.Elector(
+                client=self.context.client, namespace=self.config.leader_namespace,
+                identity=self.config.identity, on_start=self._lead, on_stop=self._step_down,
+                lease_s=self.config.leader_lease_s, renew_s=self.config.leader_renew_s)
+            self._election = asyncio.get_running_loop().create_task(self.elector.run(),
+                                                                    name="leader-election")
         if self.config.gc_freeze and self._freezer is None:
             self._freezer = asyncio.get_running_loop().create_task(
                 gcfreeze.freeze_when_settled(self.runners.values), name="gc-freeze")
 
+    async def _lead(self) -> None:
+        """This replica won the Lease: a runner per known group, each restoring from the API."""
+        self.leading = True
+        assert self.index_views is not None
+        for group in self.index_views.groups():
+            self.group_seen(group.namespace, group.name, deleted=False, uid=group.uid,
+                            generation=group.generation)
+
+    async def _step_down(self) -> None:
+        """This replica lost (or gave up) the Lease: stop every runner before anyone leads."""
+        self.leading = False
+        for runner in list(self.runners.values()):
+            await runner.stop()
+        self.runners.clear()
+        self._groups.clear()
+
     async def stop(self) -> None:
         """Stop every runner and close the client (kopf cleanup)."""
+        if self._election is not None:
+            self._election.cancel()  # steps down and releases the Lease
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._election
+            self._election = None
         if self._freezer is not None:
             self._freezer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -126,6 +158,8 @@ class Shell:
                 runner.task.cancel()
             metrics.forget_group(f"{namespace}/{name}")  # no stale series (or alerts) left
             return None
+        if not self.leading:
+            return None  # A standby: the leader runs the rounds (``_lead`` starts them).
         runner = self.runners.get(key)
         if runner is None:
             assert self.context is not None, "the startup handler has not run"

@@ -28,9 +28,17 @@ def liveness(shell: controller.Shell) -> tuple[bool, dict[str, Any]]:
 
 
 def readiness(shell: controller.Shell) -> tuple[bool, dict[str, Any]]:
-    """``(ready, detail)``: True once the startup handler built the shared context."""
+    """``(ready, detail)``: True once the startup handler built the shared context.
+
+    A standby (leader election, another replica holds the Lease) is ready too: its
+    indexes are warm and it takes over by itself; ``role`` says which it is.
+    """
     started = shell.context is not None
-    return started, {"started": started, "groups": len(shell.runners)}
+    detail: dict[str, Any] = {"started": started, "groups": len(shell.runners),
+                              "role": "leader" if shell.leading else "standby"}
+    if shell.elector is not None:
+        detail["leader"] = shell.elector.holder
+    return started, detail
 
 
 def application(shell: controller.Shell) -> web.Application:

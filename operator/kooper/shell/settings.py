@@ -53,6 +53,15 @@ class Config:
     write_concurrency: int = 64
     """API calls in flight at once."""
     gc_freeze: bool = False
+    leader_election: bool = False
+    """Run rounds only while holding the ``kooper-operator-leader`` Lease (``shell.leader``);
+    other replicas are hot standbys. Off: this process always leads (one replica)."""
+    leader_namespace: str = "default"
+    """Where the leader Lease lives (the chart passes the release namespace)."""
+    leader_lease_s: int = 15
+    """A standby takes over once the leader's Lease stood still this long."""
+    leader_renew_s: float = 5.0
+    """How often the leader renews (and a standby reads) the Lease."""
     """``gc.freeze()`` once, after every group's first rounds (``shell.gcfreeze``); on in
     ``kooper run``, off where the operator shares its process (tests, benchmarks)."""
 
