@@ -114,6 +114,9 @@ def _fenced_since_assigned(member: model.Member, previous: model.PlanState) -> b
     return member.fenced and member.generation >= previous.assigned_at.get(member.id, 0)
 
 
+_RESTORE_SPREAD = False
+"""Whether ``kooper`` revokes to restore spread (work in progress, see docs/assignor.md)."""
+
 _CONNECTORS = operator.attrgetter("connectors")
 _TASKS = operator.attrgetter("tasks")
 
@@ -483,7 +486,10 @@ class _Round:
         for member, resources in candidate_grants.items():
             nxt_c.edit(member).update(resources.connectors)
             nxt.edit(member).update(resources.tasks)
+        released = model.EMPTY
         if delay is None:
+            for resources in lost.values():
+                released = released.union(resources)
             lost = {}  # placed this round: handed to candidates or balanced as free work
         deferred = model.EMPTY
         for resources in lost.values():
@@ -514,9 +520,55 @@ class _Round:
             )
         if self.order:
             if self.policy is model.Policy.KOOPER:
+                before = nxt.copy()
                 self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
+                if _RESTORE_SPREAD and not self._spread(nxt):
+                    # Placement could not keep every connector spread: move towards a
+                    # shape that is balanced and spread (``balance.spread_target``).
+                    # Revoking for it is a balancing revocation: paced by the backoff,
+                    # never while a delay is pending, and only through the barrier.
+                    shaped, revokes = self._toward_spread(before, free_t)
+                    if revokes and delay is None and not wanted:
+                        wanted = True
+                        may_revoke, held_back = backoff.decide(
+                            previous.backoff,
+                            wants_revocation=True,
+                            now_ms=self.now_ms,
+                            max_delay_ms=self.snapshot.settings.max_delay_ms,
+                        )
+                    if not revokes or (delay is None and may_revoke):
+                        nxt = shaped
             else:
-                self._balance_as_one_pool(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
+                # KIP-415's text places lost work (and what a new leader finds unowned)
+                # over connectors and tasks as one pool; its tables pin that. Everything
+                # else follows Kafka's current assignor: each kind balanced on its own.
+                if self.snapshot.settings.max_delay_ms <= 0:
+                    # No delay: Kafka reassigns lost work as new, each kind on its own.
+                    pooled_c = pooled_t = frozenset[str]()
+                elif previous.forgotten:
+                    # A new leader cannot tell lost work from new. It counts as lost
+                    # what was assigned before (it has an epoch) or belongs to a
+                    # connector some member still runs part of, and nobody owns now.
+                    seen = previous.epochs
+                    running = {
+                        name
+                        for holding in self.held.values()
+                        for name in (*holding.connectors, *map(model.task_connector, holding.tasks))
+                    }
+                    pooled_c = frozenset(r for r in free_c if r in seen or r in running)
+                    pooled_t = frozenset(
+                        r for r in free_t
+                        if r in seen or model.task_connector(r) in running
+                    )
+                else:
+                    pooled_c = free_c & released.connectors
+                    pooled_t = free_t & released.tasks
+                self._balance_separately(
+                    nxt_c, nxt, free_c - pooled_c, free_t - pooled_t, balancing=may_revoke,
+                    spread=False,
+                )
+                if pooled_c or pooled_t:
+                    self._place_as_one_pool(nxt_c, nxt, pooled_c, pooled_t)
 
         result: Holdings = dict(current_of)  # members whose sets were not edited
         touched = (
@@ -574,7 +626,7 @@ class _Round:
         not a revocation.
         """
         held = self.held
-        if self.policy is model.Policy.KOOPER:
+        if True:  # both policies balance connectors and tasks each on their own
             for draft, total, kind in (
                 (nxt_c, len(self.configured.connectors), "connectors"),
                 (nxt_t, len(self.configured.tasks), "tasks"),
@@ -583,14 +635,85 @@ class _Round:
                     has = getattr(held[member], kind)
                     if count > sum(1 for r in draft.get(member) if r not in has):
                         return True
-            return False
-        loads = {m: nxt_c.size(m) + nxt_t.size(m) for m in self.order}
-        for member, count in balance.revocation_counts(loads, len(self.configured)).items():
-            unheld = sum(1 for r in (*nxt_c.get(member), *nxt_t.get(member))
-                         if r not in held[member])
-            if count > unheld:
-                return True
         return False
+
+    def _spread(self, draft: _Draft) -> bool:
+        """Whether every connector's tasks are spread in ``draft`` (``balance.spread_ok``)."""
+        sizes = self.snapshot.connectors
+        members = len(self.order)
+        if members <= 1:
+            return True
+        if self.cache.persistent:
+            index = self.cache.groups
+            index.sync(draft.base)
+            changed = {m: draft.edited[m] for m in draft.edited}
+            return index.all_spread(changed, sizes, members)
+        counts = balance.count_groups({m: draft.get(m) for m in self.order}, sizes)
+        return all(balance.spread_ok(counts[g], sizes[g], members) for g in counts)
+
+    def _toward_spread(self, draft: _Draft, free_t: frozenset[str]) -> tuple[_Draft, bool]:
+        """``draft`` moved to ``balance.spread_target``: what to revoke, and free work placed.
+
+        Returns the new draft and whether it revokes anything a member holds (a
+        balancing revocation). Excess a member was only handed this round goes back to
+        the free work first; held excess is revoked, highest task numbers first, and its
+        place is filled once the owner acknowledges (the barrier).
+        """
+        sizes = {g: n for g, n in self.snapshot.connectors.items() if n > 0}
+        shaped = draft.copy()
+        holdings = {m: shaped.get(m) for m in self.order}
+        counts = balance.count_groups(holdings, sizes)
+        target = balance.spread_target(counts, sizes, self.order, shaped.sizes())
+        free = set(free_t)
+        revokes = False
+        for member in self.order:
+            tasks = holdings[member]
+            excess = {
+                g: n - target.get(g, {}).get(member, 0)
+                for g, counter in counts.items()
+                if (n := counter.get(member, 0)) > target.get(g, {}).get(member, 0)
+            }
+            if not excess:
+                continue
+            held = self.held[member].tasks
+            by_group: dict[str, list[str]] = defaultdict(list)
+            for task in tasks:
+                group = balance.task_group(task)
+                if group in excess:
+                    by_group[group].append(task)
+            edit = shaped.edit(member)
+            for group, count in excess.items():
+                # Unheld first (trimming those stops nothing), then the highest numbers.
+                ordered = sorted(
+                    by_group[group], key=lambda t: (t not in held, model.resource_sort_key(t))
+                )
+                for task in ordered[len(ordered) - count:]:
+                    edit.discard(task)
+                    counts[group][member] -= 1
+                    if task in held:
+                        revokes = True
+                    else:
+                        free.add(task)
+        by_group_free: dict[str, list[str]] = defaultdict(list)
+        for task in sorted(free, key=model.resource_sort_key):
+            by_group_free[balance.task_group(task)].append(task)
+        leftover: list[str] = []
+        for group, waiting in by_group_free.items():
+            row = target.get(group, {})
+            counter = counts.get(group, Counter())
+            queue = iter(waiting)
+            for member in self.order:
+                for _ in range(row.get(member, 0) - counter.get(member, 0)):
+                    placed = next(queue, None)
+                    if placed is None:
+                        break
+                    shaped.edit(member).add(placed)
+            leftover.extend(queue)
+        if leftover:  # not configured per the target (never expected): place by load
+            given = balance.allocate(leftover, shaped.sizes(), total=len(self.configured.tasks))
+            for member, resources in given.items():
+                shaped.edit(member).update(resources)
+        return shaped, revokes
 
     @staticmethod
     def _trim(
@@ -622,7 +745,9 @@ class _Round:
         free_t: frozenset[str],
         *,
         balancing: bool,
+        spread: bool = True,
     ) -> None:
+        """Each kind balanced on its own; ``spread``: a connector's tasks spread (kooper)."""
         total_c = len(self.configured.connectors)
         total_t = len(self.configured.tasks)
         if balancing:
@@ -633,7 +758,7 @@ class _Round:
             counts = balance.revocation_counts(nxt_t.sizes(), total_t)
             for member, count in counts.items():
                 free_t |= self._trim(nxt_t, member, self.held[member].tasks, count,
-                                     balance.pick_spread_tasks)
+                                     balance.pick_spread_tasks if spread else balance.pick_last)
         if free_c:
             given = balance.allocate(
                 sorted(free_c, key=model.resource_sort_key),
@@ -642,7 +767,13 @@ class _Round:
             )
             for member, resources in given.items():
                 nxt_c.edit(member).update(resources)
-        if free_t:
+        if free_t and not spread:
+            given = balance.allocate(
+                sorted(free_t, key=model.resource_sort_key), nxt_t.sizes(), total=total_t
+            )
+            for member, resources in given.items():
+                nxt_t.edit(member).update(resources)
+        elif free_t:
             ordered = sorted(free_t, key=model.resource_sort_key)
             groups = {balance.task_group(task) for task in ordered}
             holdings = {m: nxt_t.get(m) for m in self.order}
@@ -662,42 +793,20 @@ class _Round:
             for member, resources in given.items():
                 nxt_t.edit(member).update(resources)
 
-    def _balance_as_one_pool(
+    def _place_as_one_pool(
         self,
         nxt_c: _Draft,
         nxt_t: _Draft,
         free_c: frozenset[str],
         free_t: frozenset[str],
-        *,
-        balancing: bool,
     ) -> None:
-        total = len(self.configured)
-        if balancing:
-            loads = {m: nxt_c.size(m) + nxt_t.size(m) for m in self.order}
-            for member, count in balance.revocation_counts(loads, total).items():
-                held = self.held[member]
-                pool = [*nxt_c.get(member), *nxt_t.get(member)]
-                # What the member does not hold yet (handed to it this round) goes first,
-                # and goes back to the free work: trimming it stops nothing.
-                unheld = [r for r in pool if r not in held]
-                picked = balance.pick_last(unheld, min(count, len(unheld)))
-                rest = [r for r in pool if r in held]
-                picked += balance.pick_last(rest, count - len(picked))
-                for resource in picked:
-                    is_connector = resource in nxt_c.get(member)
-                    (nxt_c if is_connector else nxt_t).edit(member).discard(resource)
-                    if resource not in held:
-                        if is_connector:
-                            free_c |= {resource}
-                        else:
-                            free_t |= {resource}
-        # KIP-415's tables hand out tasks before connector instances.
+        """Place free work by connectors and tasks together, tasks first (KIP-415's tables)."""
         ordered = [
             *sorted(free_t, key=model.resource_sort_key),
             *sorted(free_c, key=model.resource_sort_key),
         ]
         loads = {m: nxt_c.size(m) + nxt_t.size(m) for m in self.order}
-        given = balance.allocate(ordered, loads, total=total)
+        given = balance.allocate(ordered, loads, total=len(self.configured))
         for member, resources in given.items():
             for resource in resources:
                 (nxt_c if resource in free_c else nxt_t).edit(member).add(resource)
@@ -720,6 +829,13 @@ class _Draft:
         """The member's set as it stands (do not mutate)."""
         edited = self.edited.get(member)
         return self.base[member] if edited is None else edited
+
+    def copy(self) -> _Draft:
+        """An independent draft with the same sets (edited ones copied)."""
+        other = _Draft()
+        other.base = self.base
+        other.edited = {member: set(resources) for member, resources in self.edited.items()}
+        return other
 
     def size(self, member: ids.WorkerId) -> int:
         """How many resources the member holds now."""
@@ -984,6 +1100,38 @@ class _Groups:
                 if group in result:
                     result[group][member] += 1
         return result
+
+
+    def all_spread(
+        self,
+        changed: Mapping[ids.WorkerId, AbstractSet[str]],
+        sizes: Mapping[str, int],
+        members: int,
+    ) -> bool:
+        """``balance.spread_ok`` for every connector, over the index with ``changed`` sets.
+
+        ``changed`` replaces the indexed sets of a few members; only the connectors
+        they touch are recounted, the others are checked on the index as it stands.
+        """
+        delta: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+        for member, tasks in changed.items():
+            base = self.sets.get(member, frozenset())
+            for task in base.difference(tasks):
+                delta[task.rpartition("-")[0]][member] -= 1
+            for task in set(tasks).difference(base):
+                delta[task.rpartition("-")[0]][member] += 1
+        counts = self.counts
+        empty: Counter[ids.WorkerId] = Counter()
+        for group, size in sizes.items():
+            held = counts.get(group, empty)
+            moved = delta.get(group)
+            if moved:
+                held = Counter(held)
+                held.update(moved)
+                held = +held
+            if not balance.spread_ok(held, size, members):
+                return False
+        return True
 
 
 def _uncount(counts: Mapping[str, Counter[ids.WorkerId]], group: str, member: ids.WorkerId) -> None:

@@ -238,3 +238,89 @@ def count_groups(
             if group in wanted:
                 counts[group][member] += 1
     return counts
+
+
+# -- spread: each connector's tasks over as many members as it has tasks -----------------
+#
+# Under ``kooper`` a group is *spread* when every connector's ``n`` tasks are held by
+# the ``k`` members ``n // k`` or ``n // k + 1`` each (so over ``min(n, k)`` members,
+# within one). Placement alone cannot keep that: a connector created in the round a
+# member joins finds every other member full, and the newcomer takes all of it
+# (KAFKA-17049). ``spread_target`` computes an assignment shape that is both
+# count-balanced and spread, as close to the current holdings as its greedy finds;
+# the assignor moves towards it only when the group is not spread.
+
+
+def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool:
+    """Whether one connector's per-member task counts can end spread without revoking.
+
+    ``held`` counts what each member holds of the connector (members holding none may
+    be missing); ``size`` is how many tasks it has. Nobody may hold more than
+    ``ceil(size / members)``, and no more than ``size % members`` members that many.
+    With every task placed this is exactly "``floor`` or ``ceil`` each".
+    """
+    if not held or members <= 0:
+        return True
+    floor, extra = divmod(size, members)
+    most = max(held.values())
+    if extra == 0:
+        return most <= floor
+    if most <= floor:
+        return True
+    if most > floor + 1:
+        return False
+    return sum(1 for count in held.values() if count > floor) <= extra
+
+
+def spread_target(
+    counts: Mapping[str, Mapping[ids.WorkerId, int]],
+    sizes: Mapping[str, int],
+    members: Sequence[ids.WorkerId],
+    loads: Mapping[ids.WorkerId, int],
+) -> dict[str, dict[ids.WorkerId, int]]:
+    """Per connector, how many of its tasks each member should hold: balanced and spread.
+
+    ``counts`` are the current holdings per connector (``count_groups``), ``sizes`` each
+    connector's task count, ``loads`` each member's current number of tasks. Every
+    member gets ``n // k`` of every connector's ``n`` tasks; the ``n % k`` remainders
+    go one per member, and each member takes ``R // k`` or ``R // k + 1`` of all ``R``
+    remainders, so task counts also end within one of each other.
+
+    Which members take which remainders is Ryser's construction of a 0-1 matrix with
+    given row and column sums: connectors, largest remainder first, pick the members
+    with the most remainders still to take. That greedy never gets stuck; among members
+    it ranks equal it prefers those already holding the extra task (fewer moves), so a
+    member whose holding is already right keeps it whenever the construction allows.
+    Members with no entry in a connector's result hold none of it.
+    """
+    k = len(members)
+    if k == 0:
+        return {}
+    shape = {group: divmod(size, k) for group, size in sizes.items() if size > 0}
+    remainders = sum(extra for _, extra in shape.values())
+    base, extra_members = divmod(remainders, k)
+    no_counts: Mapping[ids.WorkerId, int] = {}
+
+    def holds_extra(member: ids.WorkerId) -> int:
+        return sum(
+            1 for group, (floor, extra) in shape.items()
+            if extra and counts.get(group, no_counts).get(member, 0) > floor
+        )
+
+    ranked = sorted(members, key=lambda m: (-holds_extra(m), -loads.get(m, 0), m))
+    demand = {m: base + (1 if rank < extra_members else 0) for rank, m in enumerate(ranked)}
+    target: dict[str, dict[ids.WorkerId, int]] = {}
+    for group in sorted(shape, key=lambda g: (-shape[g][1], g)):
+        floor, extra = shape[group]
+        held = counts.get(group, no_counts)
+        row = dict.fromkeys(members, floor) if floor else {}
+        if extra:
+            chosen = sorted(
+                (m for m in members if demand[m] > 0),
+                key=lambda m: (-demand[m], -min(held.get(m, 0), floor + 1), m),
+            )[:extra]
+            for member in chosen:
+                demand[member] -= 1
+                row[member] = floor + 1
+        target[group] = row
+    return target

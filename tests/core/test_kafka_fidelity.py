@@ -1,0 +1,76 @@
+"""``kip415`` behaves like Kafka Connect's current assignor (issue 11 item 5).
+
+``kip415`` follows the KIP's tables where they pin an answer (they are golden replays,
+tests/scenarios/kip415) and Kafka's current ``IncrementalCooperativeAssignor``
+everywhere else: connectors and tasks balanced each on their own, with the backoff of
+consecutive revoking rounds. Every Kafka assignor case in ``test_kafka_cases`` that
+does not pick its policy is replayed here under ``kip415`` and must still hold; the
+remaining differences are listed in docs/assignor.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import pytest
+from tests.core import test_kafka_cases as kafka
+from tests.core.test_kafka_cases import KIP415, KOOPER, Cluster
+
+
+def _kafka_cases() -> list[tuple[str, Callable[[], None]]]:
+    """Kafka's cases that build ``Cluster()`` with the default policy and take no arguments."""
+    cases = []
+    for name, function in inspect.getmembers(kafka, inspect.isfunction):
+        if (
+            name.startswith("test_")
+            and function.__module__ == kafka.__name__
+            and not inspect.signature(function).parameters
+            and "under_kooper" not in name  # kooper's own rules, pinned there
+            and "scenario" not in name
+        ):
+            cases.append((name, function))
+    return cases
+
+
+CASES = _kafka_cases()
+
+
+def test_there_are_kafka_cases_to_replay() -> None:
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize(("name", "case"), CASES, ids=[name for name, _ in CASES])
+def test_kafka_case_holds_under_kip415(
+    name: str, case: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Cluster.__init__, "__defaults__", (KIP415,))
+    assert Cluster().settings.policy is KIP415
+    case()
+
+
+def _join_after_revocations(policy: kafka.model.Policy) -> list[tuple[list[int], list[int], int]]:
+    """Kafka's testAssignmentsWhenWorkersJoinAfterRevocations, as a user would run it."""
+    c = Cluster(policy)
+    c.add_new_connector("connector3", 4)
+    c.rebalance()
+    c.add_new_empty_workers("worker2")
+    c.rebalance()
+    seen = []
+    for number in range(3, 7):
+        c.add_new_empty_workers(f"worker{number}")
+        c.rebalance()
+        seen.append((c.allocations("connectors"), c.allocations("tasks"), c.delay))
+        c.sleep(c.delay)
+    c.rebalance()
+    seen.append((c.allocations("connectors"), c.allocations("tasks"), c.delay))
+    return seen
+
+
+def test_workers_joining_after_revocations_end_like_kafka_under_both_policies() -> None:
+    # Issue 11 item 5: kip415 used to end with tasks [1, 2, 2, 2, 2, 3] (one pool).
+    kip = _join_after_revocations(KIP415)
+    assert kip == _join_after_revocations(KOOPER)
+    assert kip[-1] == ([0, 0, 0, 1, 1, 1], [2, 2, 2, 2, 2, 2], 0)
+    # The backoff's waits between the joins, as in Kafka's test: 40 ms, then 1.6 s.
+    assert [delay for _, _, delay in kip] == [40, 0, 1600, 0, 0]
