@@ -24,7 +24,8 @@ resolution of imbalance", Design II):
    configuration change returns the same assignment.
 
 Policies. ``kip415`` reproduces the KIP text, its scenario tables being golden
-tests (connectors and tasks counted as one pool, as the tables do). ``kooper``
+tests, and Kafka's current assignor where they pin nothing (connectors and tasks
+balanced each on their own; lost work placed as one pool, as the tables do). ``kooper``
 adds three rules, each named below: ``_rule_returning_identity``,
 ``_rule_permanent_departure`` and persisted leader state (the shell keeps
 ``PlanState`` in WorkerGroup status; only ``forget`` models a KIP-415 leader

@@ -4,7 +4,8 @@ Pure functions over plain sets. The assignor calls them once per resource class:
 under the ``kooper`` policy connectors and tasks are balanced separately (each
 differs by at most one between members) and a connector's tasks are spread over
 members before any member gets a second one (the defect KAFKA-17049 reports);
-under ``kip415`` connectors and tasks are one pool, as the KIP's tables count them.
+under ``kip415`` each kind is balanced on its own too (Kafka's current assignor), and
+only lost work is placed over connectors and tasks as one pool, as the KIP's tables do.
 
 Targets. ``N`` resources over ``k`` members: everyone ends with ``lo = N // k`` or
 ``hi = lo + 1``, and exactly ``N % k`` members with ``hi``. Revocation keeps the

@@ -208,9 +208,9 @@ def check(result: runner.Result) -> list[str]:
                             f"{sorted(assigned)}")
     parts = [plan.members[m] for m in plan.members if m in running]
     if parts:
-        if plan.protocol is model.Protocol.COMPATIBLE and (
-            result.settings.policy is model.Policy.KOOPER
-        ):
+        # Cooperative rounds balance connectors and tasks each on their own under both
+        # policies (kip415 as Kafka's current assignor); eager deals one pool round-robin.
+        if plan.protocol is model.Protocol.COMPATIBLE:
             loads = [[len(p.assigned.connectors) for p in parts],
                      [len(p.assigned.tasks) for p in parts]]
         else:
