@@ -737,9 +737,10 @@ def test_new_worker_and_new_tasks_in_same_round() -> None:
 
 
 def test_task_assignment_when_tasks_duplicated_in_worker_assignment() -> None:
-    # Kafka: testTaskAssignmentWhenTasksDuplicatedInWorkerAssignment (kooper policy):
-    # what two workers run is revoked from both, then assigned once.
-    c = Cluster()
+    # Kafka: testTaskAssignmentWhenTasksDuplicatedInWorkerAssignment (kip415 policy, as
+    # Kafka: what two workers run is revoked from both, then assigned once, all of
+    # connector1's tasks to worker2; kooper spreads them, next test).
+    c = Cluster(KIP415)
     c.rebalance()
     c.assert_connector_allocations(2)
     c.assert_task_allocations(8)
@@ -762,6 +763,23 @@ def test_task_assignment_when_tasks_duplicated_in_worker_assignment() -> None:
     c.rebalance()
     c.assert_delay(0)
     c.assert_empty_assignment()
+
+
+def test_duplicated_tasks_end_spread_under_kooper() -> None:
+    # The kooper departure from the case above: the duplicates are revoked from both
+    # workers in the same round, then each connector's tasks end two per worker (Kafka
+    # leaves all of connector1's on worker2, the pile-up KAFKA-17049 reports).
+    c = Cluster(KOOPER)
+    c.rebalance()
+    c.add_new_worker("worker2", connectors(1, 2), tasks("connector1", 0, 4))
+    c.rebalance()
+    assert c.round.revoked[W("worker1")].tasks >= set(tasks("connector1", 0, 4))
+    assert c.round.revoked[W("worker2")].tasks == set(tasks("connector1", 0, 4))
+    c.rebalance_until_stable()
+    c.assert_balanced_and_complete_allocation()
+    for member in c.members.values():
+        for name in ("connector1", "connector2"):
+            assert sum(1 for t in member.owned.tasks if t.startswith(f"{name}-")) == 2
 
 
 def test_duplicated_assignment_handled_when_the_duplicated_assignments_deleted() -> None:
@@ -868,7 +886,10 @@ def test_assign_connectors_when_imbalanced() -> None:
 #
 # Kafka tests handleLostAssignments on worker loads: worker0..worker2 run two
 # connectors and four tasks each. Through plan: connectors connector0..connector5,
-# two tasks each; worker N runs connectors 2N and 2N+1 with their tasks.
+# two tasks each; worker N runs connectors 2N and 2N+1 with their tasks. Under kooper,
+# which keeps each connector's tasks spread, worker N runs task 0 of its connectors and
+# task 1 of the next worker's (kooper's steady state for the same loads): Kafka's layout
+# would make kooper's first round spread it, where Kafka moves nothing.
 
 
 def _three_loaded_workers(policy: model.Policy, max_delay_ms: int = DEFAULT_DELAY_MS) -> Cluster:
@@ -880,7 +901,12 @@ def _three_loaded_workers(policy: model.Policy, max_delay_ms: int = DEFAULT_DELA
     )
     for number in range(3):
         names = connectors(2 * number, 2 * number + 2)
-        c.add_new_worker(f"worker{number}", names, [t for n in names for t in tasks(n, 0, 2)])
+        if policy is KOOPER:
+            after = connectors((2 * number + 2) % 6, (2 * number + 2) % 6 + 2)
+            owned = [model.task_id(n, 0) for n in names] + [model.task_id(n, 1) for n in after]
+        else:
+            owned = [t for n in names for t in tasks(n, 0, 2)]
+        c.add_new_worker(f"worker{number}", names, owned)
     c.rebalance()  # No lost assignments: nothing changes and no delay starts.
     c.assert_delay(0)
     c.assert_empty_assignment()

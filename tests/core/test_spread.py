@@ -4,19 +4,13 @@ A group is *spread* when each connector's ``n`` tasks sit on the ``k`` members
 ``n // k`` or ``n // k + 1`` each: over ``min(n, k)`` members, within one. Placement
 alone cannot keep that (a connector created in the round a member joins finds every
 other member full); balancing restores it with paced revocations, through the barrier.
-
-Status: ``assignor._RESTORE_SPREAD`` is off. Restoring spread conflicts with Kafka's
-own cases under ``kooper`` (their fixtures start unspread and expect nothing to move,
-and Kafka's "stable within two rounds" contract); docs/assignor.md says what is left.
-Until it is on, the repro and the history property are strict expected failures.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-from hypothesis import Phase, example, given, note, settings
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 from tests.core.test_assignor_properties import NAMES, Group, check_balanced, check_complete
 from tests.core.test_kafka_cases import KOOPER, Cluster, tasks
@@ -75,12 +69,6 @@ def moved_now(c: Cluster) -> bool:
     return any(c.round.revoked.values())
 
 
-NOT_YET = pytest.mark.xfail(
-    strict=True, reason="spread restoration is off (assignor._RESTORE_SPREAD)"
-)
-
-
-@NOT_YET
 def test_a_connector_created_as_a_member_joins_is_not_piled_on_the_newcomer() -> None:
     # Issue 11 item 4: connector D (5 tasks) is created in the round W4 joins. Every
     # other member is full, so placement alone gives W4 all of D, for good.
@@ -95,7 +83,6 @@ def test_a_connector_created_as_a_member_joins_is_not_piled_on_the_newcomer() ->
     c.assert_balanced_and_complete_allocation()
 
 
-@NOT_YET
 def test_restoring_spread_moves_each_task_at_most_once_and_keeps_the_barrier() -> None:
     # The same history: every move is a revocation first (Cluster checks that nothing
     # is assigned while another worker runs it), and no task moves twice.
@@ -158,10 +145,7 @@ def _play(group: Group, ops: list[tuple[str, object]]) -> None:
             group.now += int(arg)  # type: ignore[call-overload]
 
 
-@NOT_YET
-# Explicit examples only while the restoration is off (a random search could miss the
-# defect and turn the strict xfail flaky); drop ``phases`` when it is on.
-@settings(max_examples=300, deadline=None, phases=[Phase.explicit])
+@settings(max_examples=300, deadline=None)
 @given(ops=histories)
 @example(ops=[("join", NAMES[1]), ("round", None), ("create", ("C", 7)), ("join", NAMES[2])])
 def test_every_history_quiesces_balanced_and_spread_and_then_plans_no_moves(ops) -> None:

@@ -115,9 +115,6 @@ def _fenced_since_assigned(member: model.Member, previous: model.PlanState) -> b
     return member.fenced and member.generation >= previous.assigned_at.get(member.id, 0)
 
 
-_RESTORE_SPREAD = False
-"""Whether ``kooper`` revokes to restore spread (work in progress, see docs/assignor.md)."""
-
 _CONNECTORS = operator.attrgetter("connectors")
 _TASKS = operator.attrgetter("tasks")
 
@@ -523,7 +520,7 @@ class _Round:
             if self.policy is model.Policy.KOOPER:
                 before = nxt.copy()
                 self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
-                if _RESTORE_SPREAD and not self._spread(nxt):
+                if not self._spread(self._projected(before, nxt)):
                     # Placement could not keep every connector spread: move towards a
                     # shape that is balanced and spread (``balance.spread_target``).
                     # Revoking for it is a balancing revocation: paced by the backoff,
@@ -652,6 +649,23 @@ class _Round:
         counts = balance.count_groups({m: draft.get(m) for m in self.order}, sizes)
         return all(balance.spread_ok(counts[g], sizes[g], members) for g in counts)
 
+    def _projected(self, before: _Draft, after: _Draft) -> _Draft:
+        """``after`` as it will be once this round's revocations are acknowledged and placed.
+
+        Balancing revokes in one round and places in the next; whether the group ends
+        spread is a question about that end, so it is asked of the projection.
+        """
+        revoked: set[str] = set()
+        for member in after.edited:
+            gone = before.get(member) - after.get(member)
+            if gone:
+                revoked.update(gone & self.held[member].tasks)
+        if not revoked:
+            return after
+        projected = after.copy()
+        self._place_spread(projected, revoked)
+        return projected
+
     def _toward_spread(self, draft: _Draft, free_t: frozenset[str]) -> tuple[_Draft, bool]:
         """``draft`` moved to ``balance.spread_target``: what to revoke, and free work placed.
 
@@ -775,24 +789,28 @@ class _Round:
             for member, resources in given.items():
                 nxt_t.edit(member).update(resources)
         elif free_t:
-            ordered = sorted(free_t, key=model.resource_sort_key)
-            groups = {balance.task_group(task) for task in ordered}
-            holdings = {m: nxt_t.get(m) for m in self.order}
-            if self.cache.persistent:
-                index = self.cache.groups
-                index.sync(nxt_t.base)
-                group_counts = index.of(holdings, groups)
-            else:
-                group_counts = balance.count_groups(holdings, groups)
-            given = balance.allocate(
-                ordered,
-                nxt_t.sizes(),
-                total=total_t,
-                group_of=balance.task_group,
-                group_counts=group_counts,
-            )
-            for member, resources in given.items():
-                nxt_t.edit(member).update(resources)
+            self._place_spread(nxt_t, free_t)
+
+    def _place_spread(self, nxt_t: _Draft, free_t: AbstractSet[str]) -> None:
+        """Free tasks to the members with the fewest of their connector, then the least load."""
+        ordered = sorted(free_t, key=model.resource_sort_key)
+        groups = {balance.task_group(task) for task in ordered}
+        holdings = {m: nxt_t.get(m) for m in self.order}
+        if self.cache.persistent:
+            index = self.cache.groups
+            index.sync(nxt_t.base)
+            group_counts = index.of(holdings, groups)
+        else:
+            group_counts = balance.count_groups(holdings, groups)
+        given = balance.allocate(
+            ordered,
+            nxt_t.sizes(),
+            total=len(self.configured.tasks),
+            group_of=balance.task_group,
+            group_counts=group_counts,
+        )
+        for member, resources in given.items():
+            nxt_t.edit(member).update(resources)
 
     def _place_as_one_pool(
         self,

@@ -16,7 +16,7 @@ lazily, so the spreading rule can choose who gets them.
 from __future__ import annotations
 
 import heapq
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kooper.core import ids, model
@@ -324,4 +324,175 @@ def spread_target(
                 demand[member] -= 1
                 row[member] = floor + 1
         target[group] = row
+    rows = [g for g in sorted(shape) if shape[g][1]]
+    if len(rows) * k * remainders <= _FLOW_BUDGET:
+        best = _fewest_moves(rows, shape, counts, members, demands=(base, extra_members))
+        for group in rows:
+            floor = shape[group][0]
+            target[group] = {
+                m: floor + (1 if m in best[group] else 0)
+                for m in members
+                if floor or m in best[group]
+            }
+    else:
+        _improve(target, shape, counts, members)
     return target
+
+
+_FLOW_BUDGET = 4_000_000
+"""Above this (connectors × members × remainders) the exact search gives way to swaps."""
+
+
+def _fewest_moves(
+    rows: Sequence[str],
+    shape: Mapping[str, tuple[int, int]],
+    counts: Mapping[str, Mapping[ids.WorkerId, int]],
+    members: Sequence[ids.WorkerId],
+    *,
+    demands: tuple[int, int],
+) -> dict[str, set[ids.WorkerId]]:
+    """Which members take each connector's remainder, keeping the most tasks in place.
+
+    A minimum-cost flow: each connector sends its ``n % k`` remainders to distinct
+    members, each member takes ``base`` of them and at most ``extra_members`` members
+    one more; a remainder given to a member already holding more than ``n // k`` of that
+    connector costs -1 (a task that stays). Successive shortest paths (Bellman-Ford, the
+    graph is small: only unspread groups get here) find the optimum.
+    """
+    no_counts: Mapping[ids.WorkerId, int] = {}
+    base, extra_members = demands
+    source, bonus = 0, 1
+    row_node = {g: 2 + i for i, g in enumerate(rows)}
+    col_node = {m: 2 + len(rows) + j for j, m in enumerate(members)}
+    sink = 2 + len(rows) + len(members)
+    nodes = sink + 1
+    # Edge lists: to, capacity, cost, index of the reverse edge.
+    graph: list[list[list[int]]] = [[] for _ in range(nodes)]
+
+    def edge(a: int, b: int, capacity: int, cost: int) -> None:
+        graph[a].append([b, capacity, cost, len(graph[b])])
+        graph[b].append([a, 0, -cost, len(graph[a]) - 1])
+
+    for group in rows:
+        floor, extra = shape[group]
+        edge(source, row_node[group], extra, 0)
+        held = counts.get(group, no_counts)
+        for member in members:
+            edge(row_node[group], col_node[member], 1, -1 if held.get(member, 0) > floor else 0)
+    for member in members:
+        if base:
+            edge(col_node[member], sink, base, 0)
+        if extra_members:
+            edge(col_node[member], bonus, 1, 0)
+    if extra_members:
+        edge(bonus, sink, extra_members, 0)
+    infinity = 1 << 60
+    while True:
+        distance = [infinity] * nodes
+        parent: list[tuple[int, int] | None] = [None] * nodes
+        distance[source] = 0
+        queue = deque([source])
+        queued = [False] * nodes
+        queued[source] = True
+        while queue:
+            node = queue.popleft()
+            queued[node] = False
+            for index, (to, capacity, cost, _) in enumerate(graph[node]):
+                if capacity > 0 and distance[node] + cost < distance[to]:
+                    distance[to] = distance[node] + cost
+                    parent[to] = (node, index)
+                    if not queued[to]:
+                        queued[to] = True
+                        queue.append(to)
+        if distance[sink] == infinity:
+            break
+        node = sink
+        while node != source:
+            step = parent[node]
+            assert step is not None
+            previous, index = step
+            forward = graph[previous][index]
+            forward[1] -= 1
+            graph[node][forward[3]][1] += 1
+            node = previous
+    chosen: dict[str, set[ids.WorkerId]] = {}
+    members_of = {col_node[m]: m for m in members}
+    for group in rows:
+        chosen[group] = {
+            members_of[to]
+            for to, capacity, _, _ in graph[row_node[group]]
+            if to in members_of and capacity == 0
+        }
+    return chosen
+
+
+def _improve(
+    target: dict[str, dict[ids.WorkerId, int]],
+    shape: Mapping[str, tuple[int, int]],
+    counts: Mapping[str, Mapping[ids.WorkerId, int]],
+    members: Sequence[ids.WorkerId],
+    budget: int = 10_000,
+) -> None:
+    """Exchange remainders between members while that keeps more tasks where they are.
+
+    A member that holds a connector's extra task but was not given the remainder (and
+    one that was given it without holding it) trade places, either directly when
+    their remainder totals allow, or through a second connector the other way round.
+    Both keep every row and column sum, so the target stays balanced and spread; each
+    exchange keeps one more task in place, so the loop ends (``budget`` bounds it).
+    """
+    no_counts: Mapping[ids.WorkerId, int] = {}
+    extras = {
+        group: {m for m, n in target[group].items() if n > floor}
+        for group, (floor, extra) in shape.items() if extra
+    }
+    wants = {
+        group: {m for m, n in counts.get(group, no_counts).items() if n > shape[group][0]}
+        for group in extras
+    }
+    total = Counter[ids.WorkerId]()
+    for chosen in extras.values():
+        total.update(chosen)
+    low = min((total.get(m, 0) for m in members), default=0)
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for group in sorted(extras):
+            chosen = extras[group]
+            for newcomer in sorted(wants[group] - chosen):
+                for leaver in sorted(chosen - wants[group]):
+                    budget -= 1
+                    if total[newcomer] == low and total[leaver] == low + 1:
+                        via = None  # a direct trade: they swap remainder totals too
+                    else:
+                        via = next(
+                            (
+                                other for other in sorted(extras)
+                                if newcomer in extras[other]
+                                and leaver not in extras[other]
+                                and newcomer not in wants[other]
+                            ),
+                            None,
+                        )
+                        if via is None:
+                            continue
+                        extras[via].discard(newcomer)
+                        extras[via].add(leaver)
+                    if via is None:
+                        total[newcomer] += 1
+                        total[leaver] -= 1
+                    chosen.discard(leaver)
+                    chosen.add(newcomer)
+                    improved = True
+                    break
+                if improved:
+                    break
+            if improved:
+                break
+    for group, chosen in extras.items():
+        floor = shape[group][0]
+        target[group] = {
+            m: floor + (1 if m in chosen else 0)
+            for m in members
+            if floor or m in chosen
+        }
