@@ -646,8 +646,22 @@ class _Round:
             index.sync(draft.base)
             changed = {m: draft.edited[m] for m in draft.edited}
             return index.all_spread(changed, sizes, members)
-        counts = balance.count_groups({m: draft.get(m) for m in self.order}, sizes)
-        return all(balance.spread_ok(counts[g], sizes[g], members) for g in counts)
+        # One pass, no index: a member holding at most one task of each connector can
+        # only break spread where it holds more than ``n // k``, which then is 0, and
+        # a connector's ``n`` tasks never have more than ``n`` holders. Only members
+        # holding two of one connector are counted.
+        over = Counter[str]()
+        for member in self.order:
+            groups = list(map(ids.task_connector, draft.get(member)))
+            if len(set(groups)) == len(groups):
+                continue
+            for group, count in Counter(groups).items():
+                floor, extra = divmod(sizes.get(group, 0), members)
+                if count > floor:
+                    if count > floor + 1 or not extra:
+                        return False
+                    over[group] += 1
+        return all(n <= sizes.get(g, 0) % members for g, n in over.items())
 
     def _projected(self, before: _Draft, after: _Draft) -> _Draft:
         """``after`` as it will be once this round's revocations are acknowledged and placed.
@@ -771,9 +785,15 @@ class _Round:
                 free_c |= self._trim(nxt_c, member, self.held[member].connectors, count,
                                      balance.pick_last)
             counts = balance.revocation_counts(nxt_t.sizes(), total_t)
+            taken = Counter[str]()
+
+            def pick_tasks(tasks: Iterable[str], count: int) -> list[str]:
+                if not spread:
+                    return balance.pick_last(tasks, count)
+                return balance.pick_spread_tasks(tasks, count, taken)
+
             for member, count in counts.items():
-                free_t |= self._trim(nxt_t, member, self.held[member].tasks, count,
-                                     balance.pick_spread_tasks if spread else balance.pick_last)
+                free_t |= self._trim(nxt_t, member, self.held[member].tasks, count, pick_tasks)
         if free_c:
             given = balance.allocate(
                 sorted(free_c, key=model.resource_sort_key),
@@ -1078,27 +1098,36 @@ class _Groups:
     Indexed over each member's current task set and synced by identity like ``_Union``.
     """
 
-    __slots__ = ("counts", "sets")
+    __slots__ = ("counts", "sets", "spread")
 
     def __init__(self) -> None:
         self.sets: dict[ids.WorkerId, frozenset[str]] = {}
         self.counts: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+        self.spread: dict[str, tuple[int, int]] = {}
+        """Connectors whose indexed counts are known spread, for (members, size)."""
 
     def sync(self, sets: Mapping[ids.WorkerId, frozenset[str]]) -> None:
         """Index ``sets`` instead of what was indexed."""
         old = self.sets
         counts = self.counts
+        known = self.spread
         for member, new in sets.items():
             before = old.get(member, frozenset())
             if before is new:
                 continue
             for task in before - new:
-                _uncount(counts, ids.task_connector(task), member)
+                group = ids.task_connector(task)
+                _uncount(counts, group, member)
+                known.pop(group, None)
             for task in new - before:
-                counts[ids.task_connector(task)][member] += 1
+                group = ids.task_connector(task)
+                counts[group][member] += 1
+                known.pop(group, None)
         for member in old.keys() - sets.keys():
             for task in old[member]:
-                _uncount(counts, ids.task_connector(task), member)
+                group = ids.task_connector(task)
+                _uncount(counts, group, member)
+                known.pop(group, None)
         self.sets = dict(sets)
 
     def of(
@@ -1131,25 +1160,32 @@ class _Groups:
 
         ``changed`` replaces the indexed sets of a few members; only the connectors
         they touch are recounted, the others are checked on the index as it stands.
+        A connector found spread on the index alone is remembered (for that member
+        count and size) until ``sync`` changes its counts.
         """
+        known = self.spread
         delta: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
         for member, tasks in changed.items():
             base = self.sets.get(member, frozenset())
             for task in base.difference(tasks):
-                delta[task.rpartition("-")[0]][member] -= 1
+                delta[ids.task_connector(task)][member] -= 1
             for task in set(tasks).difference(base):
-                delta[task.rpartition("-")[0]][member] += 1
+                delta[ids.task_connector(task)][member] += 1
         counts = self.counts
         empty: Counter[ids.WorkerId] = Counter()
         for group, size in sizes.items():
-            held = counts.get(group, empty)
             moved = delta.get(group)
+            if not moved and known.get(group) == (members, size):
+                continue
+            held = counts.get(group, empty)
             if moved:
                 held = Counter(held)
                 held.update(moved)
                 held = +held
             if not balance.spread_ok(held, size, members):
                 return False
+            if not moved:
+                known[group] = (members, size)
         return True
 
 

@@ -64,11 +64,16 @@ def pick_last(resources: Iterable[str], count: int) -> list[str]:
     return ordered[len(ordered) - count :] if count > 0 else []
 
 
-def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
+def pick_spread_tasks(
+    tasks: Iterable[str], count: int, taken: Counter[str] | None = None
+) -> list[str]:
     """``count`` tasks to revoke, taken from the connectors this member holds most of.
 
     Revoking from the most-concentrated connector first makes every revocation
-    also improve the spread of that connector's tasks over the group.
+    also improve the spread of that connector's tasks over the group. Among connectors
+    held as much, the one fewest of whose tasks were already picked this round
+    (``taken``, updated) goes first: the members that receive them can then take them
+    without holding two of one connector.
     """
     if count <= 0:
         return []
@@ -78,22 +83,25 @@ def pick_spread_tasks(tasks: Iterable[str], count: int) -> list[str]:
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do).
     names = sorted(by_connector, reverse=True)
-    heap = [(-len(by_connector[name]), rank) for rank, name in enumerate(names)]
+    seen = taken if taken is not None else Counter[str]()
+    heap = [(-len(by_connector[name]), seen[name], rank) for rank, name in enumerate(names)]
     heapq.heapify(heap)
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
     numbers_of: dict[int, list[int]] = {}
     chosen: list[str] = []
     while len(chosen) < count and heap:
-        size, rank = heapq.heappop(heap)
+        size, _, rank = heapq.heappop(heap)
+        name = names[rank]
         numbers = numbers_of.get(rank)
         if numbers is None:
             numbers = numbers_of[rank] = sorted(
-                ids.task_number(task) for task in by_connector[names[rank]]
+                ids.task_number(task) for task in by_connector[name]
             )
-        chosen.append(f"{names[rank]}-{numbers.pop()}")
+        chosen.append(f"{name}-{numbers.pop()}")
+        seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, rank))
+            heapq.heappush(heap, (size + 1, seen[name], rank))
     return chosen
 
 
