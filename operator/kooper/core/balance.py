@@ -98,7 +98,7 @@ def pick_spread_tasks(
             numbers = numbers_of[rank] = sorted(
                 ids.task_number(task) for task in by_connector[name]
             )
-        chosen.append(f"{name}-{numbers.pop()}")
+        chosen.append(ids.task_id(name, numbers.pop()))
         seen[name] += 1
         if numbers:
             heapq.heappush(heap, (size + 1, seen[name], rank))
