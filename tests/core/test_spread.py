@@ -8,6 +8,7 @@ other member full); balancing restores it with paced revocations, through the ba
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from hypothesis import example, given, note, settings
@@ -190,3 +191,58 @@ def test_the_spread_target_is_balanced_and_spread_from_any_holdings(counts, memb
         totals.update(row)
     per_member = [totals.get(m, 0) for m in names]
     assert max(per_member) - min(per_member) <= 1, per_member
+
+
+def _fewest_moves_by_search(
+    current: dict[str, Counter[WorkerId]], counts: dict[str, int], names: list[WorkerId]
+) -> int:
+    """The fewest tasks any balanced and spread shape revokes, by trying every shape."""
+    k = len(names)
+    rows = []
+    for group, size in sorted(counts.items()):
+        floor, extra = divmod(size, k)
+        rows.append([(group, floor, chosen) for chosen in itertools.combinations(names, extra)])
+    best: int | None = None
+    for shape in itertools.product(*rows):
+        totals = Counter[WorkerId]()
+        for _group, floor, chosen in shape:
+            for m in names:
+                totals[m] += floor + (m in chosen)
+        loads = [totals[m] for m in names]
+        if max(loads) - min(loads) > 1:
+            continue
+        moves = sum(
+            max(0, current.get(group, Counter()).get(m, 0) - floor - (m in chosen))
+            for group, floor, chosen in shape
+            for m in names
+        )
+        best = moves if best is None else min(best, moves)
+    assert best is not None
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counts=st.dictionaries(st.sampled_from(["A", "B", "C"]), st.integers(0, 7), min_size=1),
+    members=st.integers(1, 4),
+    held=st.lists(st.integers(0, 6), max_size=20),
+)
+def test_the_spread_target_revokes_the_fewest_tasks_possible(counts, members, held):
+    names = [WorkerId(f"w{i}") for i in range(members)]
+    current: dict[str, Counter[WorkerId]] = {}
+    placed = Counter[str]()
+    for index, owner in enumerate(held):
+        group = sorted(counts)[index % len(counts)]
+        if placed[group] < counts[group]:
+            placed[group] += 1
+            current.setdefault(group, Counter())[names[owner % members]] += 1
+    loads = Counter[WorkerId]()
+    for counter in current.values():
+        loads.update(counter)
+    target = balance.spread_target(current, counts, names, loads)
+    moves = sum(
+        max(0, n - target.get(group, {}).get(m, 0))
+        for group, counter in current.items()
+        for m, n in counter.items()
+    )
+    assert moves == _fewest_moves_by_search(current, counts, names)
