@@ -641,7 +641,9 @@ class _Round:
         members = len(self.order)
         if members <= 1:
             return True
-        if self.cache.persistent:
+        if self.cache.persistent and any(self.cache.groups.sets.values()):
+            # The per-connector index, once a round that handed work out built it (or
+            # ``shell.warmup`` did); until then the one pass below.
             index = self.cache.groups
             index.sync(draft.base)
             changed = {m: draft.edited[m] for m in draft.edited}
