@@ -551,12 +551,12 @@ class _Round:
                     running = {
                         name
                         for holding in self.held.values()
-                        for name in (*holding.connectors, *map(model.task_connector, holding.tasks))
+                        for name in (*holding.connectors, *map(ids.task_connector, holding.tasks))
                     }
                     pooled_c = frozenset(r for r in free_c if r in seen or r in running)
                     pooled_t = frozenset(
                         r for r in free_t
-                        if r in seen or model.task_connector(r) in running
+                        if r in seen or ids.task_connector(r) in running
                     )
                 else:
                     pooled_c = free_c & released.connectors
@@ -624,15 +624,15 @@ class _Round:
         not a revocation.
         """
         held = self.held
-        if True:  # both policies balance connectors and tasks each on their own
-            for draft, total, kind in (
-                (nxt_c, len(self.configured.connectors), "connectors"),
-                (nxt_t, len(self.configured.tasks), "tasks"),
-            ):
-                for member, count in balance.revocation_counts(draft.sizes(), total).items():
-                    has = getattr(held[member], kind)
-                    if count > sum(1 for r in draft.get(member) if r not in has):
-                        return True
+        # Both policies balance connectors and tasks each on their own (as Kafka does).
+        for draft, total, kind in (
+            (nxt_c, len(self.configured.connectors), "connectors"),
+            (nxt_t, len(self.configured.tasks), "tasks"),
+        ):
+            for member, count in balance.revocation_counts(draft.sizes(), total).items():
+                has = getattr(held[member], kind)
+                if count > sum(1 for r in draft.get(member) if r not in has):
+                    return True
         return False
 
     def _spread(self, draft: _Draft) -> bool:
