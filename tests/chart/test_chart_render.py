@@ -49,7 +49,6 @@ def test_default_render_has_the_expected_objects(render):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
     assert kinds == sorted(
         [
-            ("ClusterKopfPeering", "kooper"),
             ("ClusterRole", "kooper"),
             ("ClusterRoleBinding", "kooper"),
             ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
@@ -58,6 +57,8 @@ def test_default_render_has_the_expected_objects(render):
             ("CustomResourceDefinition", "workergroups.kooper.dev"),
             ("Deployment", "kooper"),
             ("PodDisruptionBudget", "kooper"),
+            ("Role", "kooper-leader-election"),
+            ("RoleBinding", "kooper-leader-election"),
             ("Role", "kooper-worker"),
             ("RoleBinding", "kooper-worker"),
             ("Service", "kooper-metrics"),
@@ -69,10 +70,11 @@ def test_default_render_has_the_expected_objects(render):
     )
 
 
-def test_operator_runs_one_replica_with_recreate_and_the_documented_command(render):
+def test_operator_runs_a_leader_and_a_hot_standby_with_the_documented_command(render):
     (deploy,) = conftest.find(render(), "Deployment")
-    assert deploy["spec"]["replicas"] == 1
-    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     # No --namespace: `kooper run` then serves every namespace.
     assert container["args"] == [
@@ -81,8 +83,9 @@ def test_operator_runs_one_replica_with_recreate_and_the_documented_command(rend
         "9090",
         "--health-port",
         "8080",
-        "--peering",
-        "kooper",
+        "--leader-election",
+        "--leader-namespace",
+        conftest.NAMESPACE,
     ]
     assert container["image"] == "kooper:0.1.0"
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
@@ -91,6 +94,31 @@ def test_operator_runs_one_replica_with_recreate_and_the_documented_command(rend
     assert ports == {"health": 8080, "metrics": 9090}
     assert container["resources"]["requests"]
     assert container["resources"]["limits"]
+
+
+def test_leader_election_may_create_leases_and_renew_only_the_leader_lease(render):
+    rendered = render()
+    (role,) = conftest.find(rendered, "Role", "kooper-leader-election")
+    assert role["metadata"]["namespace"] == conftest.NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "resourceNames": ["kooper-operator-leader"], "verbs": ["get", "update"]},
+    ]
+    (binding,) = conftest.find(rendered, "RoleBinding", "kooper-leader-election")
+    assert binding["subjects"][0]["name"] == "kooper"
+
+
+def test_one_replica_without_leader_election_recreates_and_more_need_election(helm, render):
+    single = render({"replicaCount": 1, "leaderElection": {"enabled": False}})
+    (deploy,) = conftest.find(single, "Deployment")
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}
+    assert "--leader-election" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert conftest.find(single, "Role", "kooper-leader-election") == []
+    (pdb,) = conftest.find(single, "PodDisruptionBudget")
+    assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1}
+    with pytest.raises(Exception, match="replicaCount above 1 needs leaderElection"):
+        render({"leaderElection": {"enabled": False}})
 
 
 def test_operator_pod_meets_the_restricted_pod_security_standard(render):
@@ -146,14 +174,13 @@ def test_cluster_wide_operator_gets_exactly_the_documented_verbs(render):
     (role,) = conftest.find(render(), "ClusterRole", "kooper")
     assert _grants(role) == {
         **OPERATOR_RULES,
-        ("kopf.dev", "clusterkopfpeerings"): {"get", "list", "watch", "patch"},
-        ("kopf.dev", "kopfpeerings"): {"get", "list", "watch", "patch"},
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     }
 
 
 def test_namespaced_operator_gets_a_role_in_its_namespace_and_only_crd_reads_cluster_wide(render):
-    rendered = render({"operator": {"watchNamespace": "team-a"}})
+    rendered = render({"operator": {"watchNamespace": "team-a"},
+                       "kopfPeering": {"enabled": True}})
     (role,) = conftest.find(rendered, "Role", "kooper")
     assert role["metadata"]["namespace"] == "team-a"
     assert _grants(role) == {
@@ -199,8 +226,8 @@ def test_workers_may_read_configmaps_and_write_leases_only(render):
     assert sorted(s["metadata"]["namespace"] for s in sas) == ["team-a", "team-b"]
 
 
-def test_peering_can_be_switched_off_and_then_needs_no_peering_rights(render):
-    rendered = render({"kopfPeering": {"enabled": False}})
+def test_peering_is_off_by_default_and_then_needs_no_peering_rights(render):
+    rendered = render()
     (deploy,) = conftest.find(rendered, "Deployment")
     assert "--peering" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     (role,) = conftest.find(rendered, "ClusterRole", "kooper")
@@ -228,10 +255,10 @@ def test_service_monitor_only_when_enabled(render):
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
 
 
-def test_pod_disruption_budget_never_blocks_a_drain_by_default(render):
+def test_pod_disruption_budget_keeps_one_of_two_replicas_by_default(render):
     (pdb,) = conftest.find(render(), "PodDisruptionBudget")
-    assert pdb["spec"]["maxUnavailable"] == 1
-    assert "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["minAvailable"] == 1  # a drain never takes the last replica
+    assert "maxUnavailable" not in pdb["spec"]
     (pdb,) = conftest.find(
         render({"podDisruptionBudget": {"minAvailable": "50%"}}), "PodDisruptionBudget"
     )

@@ -113,6 +113,9 @@ app.kubernetes.io/component: operator
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes that Service" -}}
 {{- end -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail "replicaCount above 1 needs leaderElection.enabled: without it every replica would run the rounds" -}}
+{{- end -}}
 {{- if eq (int .Values.operator.healthPort) (int .Values.metrics.port) -}}
 {{- fail "operator.healthPort and metrics.port must differ: the operator serves /healthz and /metrics on separate ports" -}}
 {{- end -}}
