@@ -14,7 +14,8 @@ exactly its assignment, and the group is balanced.
 sessions): partitions drawn around the fence boundary (the worker fences at the
 lease duration, the operator declares it departed at lease + margin: 12-23 s for
 15 s + 5 s) and long ones, operator kills mid-round and mid-write-sequence,
-slow stops (up to 8 s, past the 5 s the budget leaves a stop), 3-8 pods and
+slow stops (up to 8 s, past the 5 s the budget leaves a stop: the session ends
+its process, which restarts), 3-8 pods and
 message loss up to 0.5. ``check_log`` then checks the event log alone (it knows
 nothing of the simulator's state): no resource on two members at once, per-task
 epochs that only grow across members, and quiescence within ``CONVERGE_BOUND_MS``
@@ -57,7 +58,9 @@ def draw_hard(seed: int) -> tuple[runner.Config, scenarios.Scenario]:
     rng = random.Random(seed)
     size = rng.randint(3, 8)
     delay = rng.choice((0, 3_000, 20_000))
-    lat = runner.Latencies(stop=runner.Span(100, rng.choice((400, 3_000, 8_000))))
+    # The SDK's default budget for a 15 s lease: stop timeout lease/3, margin lease/15.
+    lat = runner.Latencies(stop=runner.Span(100, rng.choice((400, 3_000, 8_000))),
+                           stop_timeout_ms=5_000, fence_margin_ms=1_000)
     steps = []
     for _ in range(rng.randint(2, 12)):
         action = rng.choice(_HARD_ACTIONS)

@@ -65,6 +65,9 @@ class Latencies:
     skew_ms: int = 5_000
     resync_ms: int = 10_000
     """A member that missed a document or whose report was lost retries after this."""
+    stop_timeout_ms: int = 0
+    fence_margin_ms: int = 0
+    """SDK sessions' timing budget (``Session``): with both 0 they fence at the lease."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class Sim:
         self.tokens = 0
         # The operator's view and memory.
         self.visible: dict[ids.WorkerId, model.Member] = {}
+        self.visible_epochs: dict[ids.WorkerId, int] = {}
+        """member -> the membership epoch its visible report names (SDK sessions)."""
         self.seen_seq: dict[ids.WorkerId, tuple[int, int]] = {}
         self.permanent: set[ids.WorkerId] = set()
         self.memory = control.Memory()
@@ -352,7 +357,8 @@ class Sim:
         if self.config.sessions:
             pod.session = sdk_session.Session(
                 member_name=name, incarnation=pod.incarnation, protocols=pod.protocols,
-                lease_duration_ms=self.lat.lease_ms)
+                lease_duration_ms=self.lat.lease_ms, stop_timeout_ms=self.lat.stop_timeout_ms,
+                fence_margin_ms=self.lat.fence_margin_ms)
             pod.session.join(self.clock.now_ms)
             self._pump(pod)
         else:
@@ -538,12 +544,14 @@ class Sim:
         self.seen_seq[name] = (token, seq)
         self.visible[name] = member
         self.modelled.update(member, member_epoch)
+        self.visible_epochs[name] = member_epoch
         self._trigger()
 
     def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
         seen = self.visible.get(name)
         if seen is not None and seen.incarnation == incarnation:
             del self.visible[name]
+            self.visible_epochs.pop(name, None)
             self.modelled.remove(name)
             self._trigger()
 
@@ -590,6 +598,11 @@ class Sim:
             pod.partitioned = False
             pod.fenced = False
             pod.session.lease_renewed(self.clock.now_ms)
+            # The renewal writes the Lease, and the Lease carries the session's report.
+            report = pod.session.report()
+            self._send_report(pod, model.Member(
+                pod.name, report.owned, report.generation, report.protocols,
+                report.incarnation, fenced=report.fenced), report.member_epoch)
             self._pump(pod)
             self._reread(name, token)
             return
@@ -630,7 +643,11 @@ class Sim:
             for name, member in self.visible.items():
                 written = self.written.get(name)
                 if (written is not None and written.incarnation == member.incarnation
-                        and member.generation < written.generation):
+                        and member.generation < written.generation
+                        and not (member.fenced and written.member_epoch
+                                 and written.member_epoch <= self.visible_epochs.get(name, 0))):
+                    # (A member fenced in the epoch of its last document ignores it: it
+                    # rejoins with the new epoch the next round gives it.)
                     return  # the next report or departure triggers the round again
             self.rejoin_wait = False
         inputs = self._inputs()
