@@ -32,7 +32,7 @@ def test_a_seed_determines_the_whole_event_log():
 
 
 def test_rolling_restart_under_kooper_never_pauses_undisturbed_pods_and_beats_eager():
-    roll = scenarios.rolling_restart(6, only=3)
+    roll = scenarios.rolling_restart(6, only=3, action=scenarios.Action.KILL)
     eager = metrics.run_metrics(drill(roll, P.EAGER, Q.KOOPER).events)
     kooper = metrics.run_metrics(drill(roll, P.COMPATIBLE, Q.KOOPER).events)
     assert kooper.undisturbed_resources > 0
@@ -40,7 +40,7 @@ def test_rolling_restart_under_kooper_never_pauses_undisturbed_pods_and_beats_ea
     assert eager.undisturbed_pause_ms > 0
     assert kooper.total_pause_ms < eager.total_pause_ms
     assert kooper.overlaps == eager.overlaps == 0
-    assert kooper.moves == 0  # every pod gets its own work back
+    assert kooper.moves == 0  # every killed pod gets its own work back
 
 
 def test_every_scenario_ends_with_everything_running_once_and_balanced():

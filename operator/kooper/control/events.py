@@ -88,7 +88,7 @@ def round_events(out: Recorder, *, previous: model.PlanState, plan: model.Plan,
     if joined:
         out.event("MemberJoined", f"{len(joined)} member(s) joined: {_names(joined)}")
     if gone:
-        why = ("scale-down, reassigned now"
+        why = ("scale-down or planned leave, reassigned now"
                if set(gone) <= snap.departed_permanently else "pod gone or Lease expired")
         out.event("MemberDeparted", f"{len(gone)} member(s) departed ({why}): {_names(gone)}")
     if plan.changed:

@@ -59,7 +59,11 @@ class Memory:
     """member → (incarnation, everything written to its ConfigMap since)."""
     pod_owners: Mapping[str, Owner] = dataclasses.field(default_factory=dict)
     permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
-    """Absent members already judged (permanently departed or not)."""
+    """Absent members already judged (permanently departed, or leaving on purpose: True)."""
+    terminating: frozenset[tuple[str, str]] = frozenset()
+    """(member, pod uid) of live members whose pod was seen terminating
+    (``control.departures``; not persisted: a restarted operator judges such a
+    departure unplanned)."""
     configmaps: frozenset[ids.WorkerId] = frozenset()
     """Members whose ConfigMap this operator wrote and has not deleted."""
     restarts_done: restarts.Done = dataclasses.field(default_factory=dict)

@@ -10,6 +10,7 @@ pod, that exists until the pod is scaled away (a known-permanent departure).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,8 +91,30 @@ class Members:
     def remove(self, member: ids.WorkerId) -> None:
         """``member`` departed: its pod and Lease are gone."""
         if self._members.pop(member, None) is not None:
+            self._pods.pop(member, None)
+            self._leases.pop(member, None)
+            self._pods_list = None
+            self._lists = None
+
+    def terminating(self, member: ids.WorkerId) -> None:
+        """``member``'s pod got a ``deletionTimestamp`` (a graceful stop began)."""
+        found = self._pods.get(member)
+        if found is not None and not found.deleting:
+            self._pods[member] = dataclasses.replace(found, deleting=True)
+            self._pods_list = None
+            self._lists = None
+
+    def leave(self, member: ids.WorkerId) -> None:
+        """``member`` deleted its Lease (``Worker.leave``); its terminating pod stays."""
+        if self._members.pop(member, None) is not None:
+            self._leases.pop(member, None)
+            self._lists = None
+
+    def pod_gone(self, member: ids.WorkerId, uid: str) -> None:
+        """The kubelet removed the pod ``uid`` of a member that already left."""
+        found = self._pods.get(member)
+        if member not in self._members and found is not None and found.uid == uid:
             del self._pods[member]
-            del self._leases[member]
             self._pods_list = None
             self._lists = None
 

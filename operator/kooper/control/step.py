@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from kooper.control import (
     claims,
     containment,
+    departures,
     events,
     failures,
     liveness,
@@ -148,6 +149,7 @@ class _Decision:
     every: Sequence[views.ConnectorView]
     """Every Connector of the group, rejected ones included (``inputs`` lacks those)."""
     rejected: Mapping[str, tuple[object, str]]
+    terminating: departures.Seen = frozenset()
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
@@ -195,7 +197,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
            for pod in found.new_pods if pod.owner_kind):
         owners = {**owners, **{pod.name: (pod.owner_kind, pod.owner_name)
                                for pod in found.new_pods if pod.owner_kind}}
-    permanent = _permanent(inputs, memory, found.members)
+    seen = departures.terminating(found.pods, found.members, memory.terminating)
+    permanent = _permanent(inputs, memory, found.members, seen)
     wanted = caches.connectors_of(inputs.connectors)
     wanted_restarts = restarts.requested(inputs.connectors, done=memory.restarts_done,
                                          pending=memory.restarts_pending, counts=wanted.counts)
@@ -221,7 +224,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
                                     task_restarts=judged.task_restarts, observed=observed,
-                                    rejected=rejected)
+                                    rejected=rejected, terminating=seen)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
     configured = caches.configured_of(snap)
@@ -245,20 +248,24 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
-        judged=judged, observed=observed, every=every, rejected=rejected,
+        judged=judged, observed=observed, every=every, rejected=rejected, terminating=seen,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
 
-def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member]
-               ) -> dict[str, bool]:
-    """Absent members judged so far: known-permanent departures are True."""
+def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
+               seen: departures.Seen) -> dict[str, bool]:
+    """Absent members judged so far: True for a departure whose work is reassigned now
+    (a known-permanent one, or a planned one: ``control.departures``)."""
     judged: dict[str, bool] = {}
     for member, pod in absent_members(inputs, memory):
         if member in members:
             continue
         if member in memory.permanent:
             judged[member] = memory.permanent[member]
+            continue
+        if departures.planned(member, pod, seen):
+            judged[member] = True
             continue
         kind, name = owner_of(member, pod, memory)
         facts = OwnerFacts(exists=True)
@@ -415,6 +422,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
         epoch_floor=floor,
+        terminating=departures.forget(d.terminating, new_state, d.found.pods),
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected,
     )

@@ -61,6 +61,9 @@ class Latencies:
     restart: Span = Span(8_000, 15_000)
     ready: Span = Span(500, 1_500)
     operator_restart: Span = Span(3_000, 8_000)
+    pod_removal: Span = Span(500, 2_000)
+    """A graceful stop: from the worker deleting its Lease to the kubelet removing the
+    terminating pod (the process exits, the kubelet notices and deletes the pod)."""
     lease_ms: int = 15_000
     skew_ms: int = 5_000
     resync_ms: int = 10_000
@@ -201,6 +204,7 @@ class Sim:
             "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
             "heal": self._heal, "reread": self._reread, "batch": self._batch,
             "exit_check": self._exit_check,
+            "left": self._left, "pod_gone": self._pod_gone,
         }
 
     # -- recording ------------------------------------------------------------------
@@ -288,7 +292,7 @@ class Sim:
             if step.protocols:
                 protocols = ALL if step.protocols == "compatible" else EAGER_ONLY
             if pod.alive:
-                self._depart(pod)
+                self._depart(pod, graceful=step.action is A.RESTART)
             else:
                 pod.token = -1  # still coming up: that start is superseded
             self._spawn(step.pod, protocols, down)
@@ -365,12 +369,22 @@ class Sim:
             self._send_report(pod)
         self.clock.after(self.lat.ready.draw(self.rng), "ready", name, token)
 
-    def _depart(self, pod: _Pod) -> None:
-        """The process is gone: everything it ran stops at once."""
+    def _depart(self, pod: _Pod, *, graceful: bool = False) -> None:
+        """The process is gone: everything it ran stops at once.
+
+        ``graceful`` is a kubelet-driven stop (a rolling restart): the pod gets a
+        ``deletionTimestamp`` first, the worker leaves (``Worker.leave``: stops
+        everything, deletes its Lease), then the kubelet removes the pod. Otherwise
+        (a crash, a kill) the pod and its Lease just vanish.
+        """
+        if graceful:
+            self.modelled.terminating(pod.name)
+            self._trigger()
         late = self._stop_all(pod)
         pod.alive = False
         self._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
-        self.clock.after(self.lat.report.draw(self.rng), "gone", pod.name, pod.incarnation)
+        self.clock.after(self.lat.report.draw(self.rng), "left" if graceful else "gone",
+                         pod.name, pod.incarnation)
 
     def _stop_all(self, pod: _Pod) -> int:
         """Stop everything at once; returns how late (ms) the stops were recorded."""
@@ -554,6 +568,20 @@ class Sim:
             self.visible_epochs.pop(name, None)
             self.modelled.remove(name)
             self._trigger()
+
+    def _left(self, name: ids.WorkerId, incarnation: str) -> None:
+        """A graceful leave: the Lease is deleted; the kubelet removes the pod after."""
+        seen = self.visible.get(name)
+        if seen is not None and seen.incarnation == incarnation:
+            del self.visible[name]
+            self.modelled.leave(name)
+            self._trigger()
+        self.clock.after(self.lat.pod_removal.draw(self.rng), "pod_gone", name,
+                         f"{name}/{incarnation}")
+
+    def _pod_gone(self, name: ids.WorkerId, uid: str) -> None:
+        self.modelled.pod_gone(name, uid)
+        self._trigger()
 
     # -- partitions ---------------------------------------------------------------------------
 

@@ -1,0 +1,60 @@
+"""Planned departures: a member whose pod was terminating when it left.
+
+Kubernetes stops a pod gracefully by setting its ``deletionTimestamp`` and sending
+its containers SIGTERM; the worker SDK then leaves (``Worker.leave``: stops
+everything, reports owning nothing, deletes its Lease) and the kubelet removes the
+pod. A crash, ``kill -9``, a forced delete or a lost node produce other facts: the
+pod vanishes (its Lease is garbage-collected after it) or the Lease just stops
+being renewed, and the pod never showed a ``deletionTimestamp``.
+
+So a departure is *planned* when the member's pod carried a ``deletionTimestamp``
+when the member departed: seen in this round (the pod is still there, terminating),
+or in an earlier round while the member was still live (the pod has gone since).
+A planned member's work is not coming back with it: the ``kooper`` policy hands it
+to the other members at once instead of waiting for the pod (returning identity) or
+for the scheduled-rebalance delay. The barrier is the one of every departure: its
+work is free only once the member is no longer live (its Lease deleted or expired),
+so nothing is started elsewhere before its stop is acknowledged.
+
+An operator that restarts between seeing the pod terminate and seeing the member
+depart does not know the departure was planned: it treats it as unplanned (the
+delay and returning identity), which is today's behaviour, never a double run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kooper.control import views
+from kooper.core import ids, model
+
+Seen = frozenset[tuple[str, str]]
+"""(member, pod uid) of live members whose pod was seen terminating."""
+
+
+def terminating(pods: Mapping[str, views.PodView], members: Iterable[ids.WorkerId],
+                seen: Seen) -> Seen:
+    """``seen`` plus the live ``members`` whose pod is terminating now.
+
+    Entries of members that are neither live nor have a pod any more are kept until
+    ``forget`` drops them (the departure round reads them).
+    """
+    now = {(m, pods[m].uid) for m in members if m in pods and pods[m].deleting}
+    return seen | now if now - seen else seen
+
+
+def planned(member: str, pod: views.PodView | None, seen: Seen) -> bool:
+    """Whether the departed ``member`` left on purpose (its pod was terminating)."""
+    if pod is not None:
+        return pod.deleting
+    return any(name == member for name, _ in seen)
+
+
+def forget(seen: Seen, state: model.PlanState, pods: Mapping[str, views.PodView]) -> Seen:
+    """Drop entries of members the state no longer knows, or whose pod was replaced."""
+    if not seen:
+        return seen
+    known = state.assignments.keys() | state.lost.keys()
+    kept = frozenset((m, uid) for m, uid in seen
+                     if m in known and (m not in pods or pods[m].uid == uid))
+    return kept if len(kept) != len(seen) else seen

@@ -1,0 +1,142 @@
+"""Planned departures (``control.departures``): a member whose pod was terminating when
+it left hands its work over in the next round; one that vanished waits for the delay."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kooper.control import modelled
+from kooper.control import step as control
+from kooper.core import ids, model
+
+W = ids.WorkerId
+GROUP = "g"
+
+
+def settings(policy: model.Policy = model.Policy.KOOPER) -> model.Settings:
+    return model.Settings(model.Protocol.COMPATIBLE, policy, max_delay_ms=60_000)
+
+
+def member(name: str, owned: model.ConnectorsAndTasks = model.EMPTY,
+           generation: int = -1) -> model.Member:
+    return model.Member(W(name), owned, generation, frozenset(model.Protocol), "1")
+
+
+def inputs(members: list[model.Member], *, policy: model.Policy = model.Policy.KOOPER,
+           terminating: tuple[str, ...] = (), pods_only: tuple[str, ...] = ()
+           ) -> control.Inputs:
+    """``members`` live; ``terminating`` pods carry a deletionTimestamp; ``pods_only``
+    names members whose Lease is gone while their (terminating) pod is still there."""
+    by_id = {m.id: m for m in members}
+    pods = [modelled.pod(GROUP, m) for m in members]
+    pods = [dataclasses.replace(p, deleting=p.name in terminating) for p in pods]
+    leases = [modelled.lease(m) for m in members if m.id not in pods_only]
+    assert by_id.keys() >= set(pods_only)
+    return control.Inputs(group=modelled.group(GROUP, settings(policy)), pods=pods,
+                          leases=leases, connectors=modelled.connectors(GROUP, {"A": 5}))
+
+
+def converged(policy: model.Policy = model.Policy.KOOPER
+              ) -> tuple[control.Memory, list[model.Member]]:
+    """Members a, b, c run A's instance and 5 tasks, balanced; the operator saw it."""
+    members = [member("a"), member("b"), member("c")]
+    memory = control.Memory()
+    for now in range(0, 100, 10):
+        decided = control.step(inputs(members, policy=policy), memory, now_ms=now)
+        memory = decided.memory
+        written = {w.member: w for w in decided.configmap_writes}
+        members = [m if m.id not in written else dataclasses.replace(
+            m, owned=written[m.id].assigned, generation=written[m.id].generation)
+            for m in members]
+    assert all(m.owned for m in members)
+    return memory, members
+
+
+def handed_to_others(decided: control.Step, gone: str, had: model.ConnectorsAndTasks) -> bool:
+    assert decided.plan is not None
+    given = model.EMPTY
+    for name, plan in decided.plan.members.items():
+        assert name != gone
+        given = given.union(plan.assigned)
+    return set(had.connectors) <= given.connectors and set(had.tasks) <= given.tasks
+
+
+def test_a_terminating_pod_whose_worker_left_hands_its_work_over_in_the_next_round():
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    # SIGTERM: the pod is terminating, its worker still holds its Lease: nothing moves.
+    sigterm = control.step(inputs(members, terminating=("b",)), memory, now_ms=200)
+    assert sigterm.plan is None or not sigterm.plan.newly_assigned
+    # The worker left (stopped everything, deleted its Lease); the pod is still there.
+    left = control.step(inputs(members, terminating=("b",), pods_only=("b",)),
+                        sigterm.memory, now_ms=300)
+    assert left.memory.state.delay is None
+    assert left.plan is not None
+    assert not left.plan.unassigned
+    assert handed_to_others(left, "b", b.owned)
+    assert left.deletes == (W("b"),)
+
+
+def test_a_planned_departure_is_remembered_when_the_pod_is_gone_by_the_next_round():
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    sigterm = control.step(inputs(members, terminating=("b",)), memory, now_ms=200)
+    rest = [m for m in members if m.id != "b"]
+    gone = control.step(inputs(rest), sigterm.memory, now_ms=300)
+    assert gone.memory.state.delay is None
+    assert handed_to_others(gone, "b", b.owned)
+    assert gone.memory.terminating == frozenset()  # forgotten once handled
+
+
+def test_a_planned_departure_never_assigns_work_its_member_still_reports_owning():
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    # Terminating but its Lease still live and reporting b's work: b is a member,
+    # so its work stays with it (the barrier); only its departure frees it.
+    for now in (200, 210, 220):
+        decided = control.step(inputs(members, terminating=("b",)), memory, now_ms=now)
+        memory = decided.memory
+        if decided.plan is not None:
+            assert decided.plan.members[W("b")].assigned == b.owned
+            for name, plan in decided.plan.members.items():
+                if name != "b":
+                    assert not (set(plan.assigned.tasks) & set(b.owned.tasks))
+
+
+@pytest.mark.parametrize("policy", [model.Policy.KOOPER, model.Policy.KIP415])
+def test_a_vanished_pod_is_unplanned_and_waits_for_the_delay(policy: model.Policy):
+    memory, members = converged(policy)
+    rest = [m for m in members if m.id != "b"]
+    gone = control.step(inputs(rest, policy=policy), memory, now_ms=300)
+    assert gone.memory.state.delay is not None
+    assert gone.plan is not None
+    assert gone.plan.unassigned
+
+
+def test_kip415_waits_the_delay_even_for_a_planned_departure():
+    memory, members = converged(model.Policy.KIP415)
+    kip = model.Policy.KIP415
+    sigterm = control.step(inputs(members, policy=kip, terminating=("b",)), memory, now_ms=200)
+    left = control.step(inputs(members, policy=kip, terminating=("b",), pods_only=("b",)),
+                        sigterm.memory, now_ms=300)
+    assert left.memory.state.delay is not None
+    assert left.plan is not None
+    assert left.plan.unassigned
+
+
+def test_a_restarted_operator_that_never_saw_the_pod_terminate_treats_it_as_unplanned():
+    memory, members = converged()
+    forgetful = dataclasses.replace(memory, terminating=frozenset())
+    rest = [m for m in members if m.id != "b"]
+    gone = control.step(inputs(rest), forgetful, now_ms=300)
+    assert gone.memory.state.delay is not None
+
+
+def test_only_a_terminating_pod_of_a_live_member_is_recorded():
+    memory, members = converged()
+    sigterm = control.step(inputs(members, terminating=("b",)), memory, now_ms=200)
+    assert {name for name, _ in sigterm.memory.terminating} == {"b"}
+    back = control.step(inputs(members), sigterm.memory, now_ms=300)  # deletion cancelled?
+    assert {name for name, _ in back.memory.terminating} == {"b"}  # b's pod uid unchanged
