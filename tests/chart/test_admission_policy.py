@@ -12,7 +12,8 @@ POD_UID_KEY = "authentication.kubernetes.io/pod-uid"
 @pytest.fixture(scope="module")
 def policy(render):
     (vap,) = conftest.find(
-        render({"workers": {"namespaces": ["team-a", "team-b"]}}), "ValidatingAdmissionPolicy"
+        render({"workers": {"namespaces": ["team-a", "team-b"]}}), "ValidatingAdmissionPolicy",
+        "kooper-worker-own-lease",
     )
     return vap
 
@@ -102,7 +103,8 @@ def test_policy_covers_lease_writes_and_denies(policy, render):
         }
     ]
     assert policy["spec"]["failurePolicy"] == "Fail"
-    (binding,) = conftest.find(render(), "ValidatingAdmissionPolicyBinding")
+    (binding,) = conftest.find(render(), "ValidatingAdmissionPolicyBinding",
+                               "kooper-worker-own-lease")
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
 
@@ -229,7 +231,8 @@ def test_a_worker_may_still_delete_its_own_lease_which_carries_no_object(policy)
 def test_policy_can_be_switched_off(render):
     assert (
         conftest.find(
-            render({"workers": {"leasePolicy": {"enabled": False}}}), "ValidatingAdmissionPolicy"
+            render({"workers": {"leasePolicy": {"enabled": False}}}), "ValidatingAdmissionPolicy",
+            "kooper-worker-own-lease",
         )
         == []
     )

@@ -49,8 +49,12 @@ def test_default_render_has_the_expected_objects(render):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
     assert kinds == sorted(
         [
-            ("ClusterRole", "kooper"),
-            ("ClusterRoleBinding", "kooper"),
+            ("ClusterRole", "kooper-crd-reader"),
+            ("ClusterRoleBinding", "kooper-crd-reader"),
+            ("Role", "kooper"),
+            ("RoleBinding", "kooper"),
+            ("ValidatingAdmissionPolicy", "kooper-operator-writes"),
+            ("ValidatingAdmissionPolicyBinding", "kooper-operator-writes"),
             ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
             ("CustomResourceDefinition", "connectors.kooper.dev"),
             ("CustomResourceDefinition", "kopfpeerings.kopf.dev"),
@@ -76,9 +80,11 @@ def test_operator_runs_a_leader_and_a_hot_standby_with_the_documented_command(re
     assert deploy["spec"]["strategy"] == {
         "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    # No --namespace: `kooper run` then serves every namespace.
+    # The release namespace only, unless operator.watchAllNamespaces says otherwise.
     assert container["args"] == [
         "run",
+        "--namespace",
+        conftest.NAMESPACE,
         "--metrics-port",
         "9090",
         "--health-port",
@@ -171,7 +177,10 @@ def _grants(role):
 
 
 def test_cluster_wide_operator_gets_exactly_the_documented_verbs(render):
-    (role,) = conftest.find(render(), "ClusterRole", "kooper")
+    rendered = render({"operator": {"watchAllNamespaces": True}})
+    (deploy,) = conftest.find(rendered, "Deployment")
+    assert "--namespace" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    (role,) = conftest.find(rendered, "ClusterRole", "kooper")
     assert _grants(role) == {
         **OPERATOR_RULES,
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
@@ -230,7 +239,7 @@ def test_peering_is_off_by_default_and_then_needs_no_peering_rights(render):
     rendered = render()
     (deploy,) = conftest.find(rendered, "Deployment")
     assert "--peering" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-    (role,) = conftest.find(rendered, "ClusterRole", "kooper")
+    (role,) = conftest.find(rendered, "Role", "kooper")
     assert not any(group == "kopf.dev" for group, _ in _grants(role))
     assert conftest.find(rendered, "ClusterKopfPeering") == []
 

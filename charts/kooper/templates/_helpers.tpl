@@ -106,7 +106,18 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{/* Contradictory values fail the render with a message (values.schema.json catches the rest). */}}
+{{- /* The namespace the operator watches: "" when it watches all of them. */ -}}
+{{- define "kooper.watchNamespace" -}}
+{{- if .Values.operator.watchAllNamespaces -}}
+{{- else -}}
+{{- default .Release.Namespace .Values.operator.watchNamespace -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "kooper.validateValues" -}}
+{{- if and .Values.operator.watchAllNamespaces .Values.operator.watchNamespace -}}
+{{- fail "operator.watchAllNamespaces and operator.watchNamespace contradict each other: set one" -}}
+{{- end -}}
 {{- if and .Values.podDisruptionBudget.enabled (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" -}}
 {{- end -}}
