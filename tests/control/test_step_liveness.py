@@ -92,3 +92,22 @@ def test_a_new_leader_treats_every_lease_as_observed_now():
     renewed = inputs([(a, T0 - 7_000 + 2), (b, at)]).leases
     assert liveness.observe(decided.memory.observed, renewed, now_ms=at + 5)["kooper-a"][1] \
         == at + 5
+
+
+def test_a_forged_copy_of_another_members_lease_is_ignored_with_an_event():
+    """Issue 12, mechanism 3: pod b rewrites its own Lease as a copy of a's (label, owner,
+    report) and keeps renewing it; a hangs. The copy never vouches for a: a departs when
+    its own Lease expires, and the copy is reported."""
+    memory, (a, _) = settled(0)
+    for now in (T0 + 10_000, T0 + 20_000, T0 + 30_000, T0 + 35_100):
+        forged = dataclasses.replace(lease(a, now), name=views.configmap_name("b"))
+        decided = control.step(dataclasses.replace(inputs([(a, T0 + 1)]),
+                                                   leases=[lease(a, T0 + 1), forged]),
+                               memory, now_ms=now)
+        memory = decided.memory
+        if now == T0 + 10_000:
+            assert "LeaseIdentityMismatch" in [e.reason for e in decided.events]
+            assert "LeaseIdentityMismatch" in decided.metrics.bad_input
+    assert decided.deletes == (W("a"),)
+    assert decided.plan is not None
+    assert W("a") not in decided.plan.members

@@ -82,6 +82,16 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
                last_good: Mapping[ids.WorkerId, messages.Report], now_ms: int,
                issues: list[Issue], observed: liveness.Observed | None) -> _Found | None:
     """The member a Lease vouches for now, with its report and expiry (None: not one)."""
+    if lease.name != views.configmap_name(lease.member):
+        # A member is its Lease's name (kooper-<pod>): a Lease labelled for another
+        # member is a forged or broken copy, never that member's heartbeat.
+        if pod is not None:
+            issues.append(Issue(
+                "LeaseIdentityMismatch",
+                f"Lease {lease.name} is labelled for member {lease.member!r}; a member's "
+                f"Lease is named {views.configmap_name(lease.member)}: ignored",
+                lease.member))
+        return None
     if pod is None:
         return None  # Another group's member, or a pod that is gone.
     if lease.pod_uid and lease.pod_uid != pod.uid:
