@@ -119,6 +119,10 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["stop timeout 25s", "lease duration 30s"]),
     ("worker-bad-protocols", ["worker", "--demo", "--protocols", "bogus"], {}, ["--protocols"]),
     ("worker-bad-log-level", ["worker", "--demo", "--log-level", "loud"], {}, ["--log-level"]),
+    # cluster (each fails before anything starts)
+    ("cluster-no-action", ["cluster"], {}, ["action"]),
+    ("cluster-unknown-action", ["cluster", "start"], {}, ["action", "'start'"]),
+    ("cluster-bad-timeout", ["cluster", "up", "--timeout", "-1"], {}, ["--timeout"]),
     # status
     ("status-no-group", ["status"], {}, ["group"]),
     ("status-no-credentials", ["status", "demo"], {}, ["no Kubernetes credentials"]),

@@ -12,6 +12,7 @@ import argparse
 import os
 import pathlib
 
+from kooper.commands import options
 from kooper.controlplane import host
 
 HELP = "start or stop a real local Kubernetes control plane (pods run as processes)"
@@ -25,10 +26,12 @@ def default_dir() -> pathlib.Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``kooper cluster``."""
-    parser.add_argument("action", choices=("up", "down", "status"))
+    parser.add_argument("action", choices=("up", "down", "status"),
+                        help="up: start it in the background (or show the running one); "
+                        "down: stop it and remove its state; status: show it (exit 1: none)")
     parser.add_argument("--dir", type=pathlib.Path, default=default_dir(),
                         help="the cluster's state directory (default: %(default)s)")
-    parser.add_argument("--timeout", type=float, default=300.0,
+    parser.add_argument("--timeout", type=options.non_negative_float, default=300.0,
                         help="seconds to wait for the cluster to be ready")
 
 
