@@ -177,12 +177,15 @@ def test_a_report_too_large_to_write_does_not_end_the_worker(api):
     running = Running(api, uid=api.pod_uid, connectors=Quiet())
     try:
         wait_for(lambda: report(api), what="join")
-        # 20,000 connector instances: names do not compress, the report cannot fit.
-        assign(api, 1, [f"connector-{n:05d}" for n in range(20_000)])
-        wait_for(lambda: len(running.worker.session.owned) == 20_000, what="all started")
+        # 1,500 connector instances with 200-character names (about 310 KB): names do
+        # not compress, the report cannot fit. Few enough callbacks for a busy machine.
+        names = [f"connector-{n:05d}-{'x' * 184}" for n in range(1_500)]
+        assign(api, 1, names)
+        wait_for(lambda: len(running.worker.session.owned) == len(names), timeout=60,
+                 what="all started")
         assert report(api).generation == -1  # the last report that could be written
         assign(api, 2, ["A"])
-        wait_for(lambda: report(api).generation == 2, what="the worker goes on")
+        wait_for(lambda: report(api).generation == 2, timeout=60, what="the worker goes on")
         assert report(api).owned == model.ConnectorsAndTasks.of(["A"], [])
     finally:
         running.close()
