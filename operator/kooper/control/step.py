@@ -315,15 +315,19 @@ def _member_epochs(memory: Memory, plan: model.Plan,
 
 
 def _floored(memory: Memory, inputs: Inputs) -> Memory:
-    """A just-restored memory where every wanted resource without a known epoch has the
-    largest epoch ever issued: its next epoch is larger than any it had (per-resource
-    epochs only grow, even when the operator died right after a deletion)."""
+    """A just-restored memory where every wanted resource that no ConfigMap assigns has
+    at least the largest epoch ever issued: its next epoch is larger than any it had
+    (per-resource epochs only grow, even when the operator died right after a deletion
+    or a new KIP-415 leader forgot the assignments)."""
     epochs = dict(memory.state.epochs)
     floor = memory.epoch_floor
+    assigned = memory.state.assignments
     for connector in inputs.connectors:
         tasks = 0 if connector.state == "stopped" else connector.tasks_max
         for resource in snapshot.restart_resources(connector.name, tasks):
-            epochs.setdefault(resource, floor)
+            if epochs.get(resource, 0) < floor and not any(
+                    resource in mine for mine in assigned.values()):
+                epochs[resource] = floor
     return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
                                floor_pending=False)
 

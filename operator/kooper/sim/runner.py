@@ -502,7 +502,6 @@ class Sim:
         pod = self._pod(name, token)
         if pod is None or pod.session is None:
             return
-        epochs = self.memory.state.epochs
         for action in actions:
             if isinstance(action, sdk_session.Stop):
                 self._emit(ev.Kind.STOP, name, action.resource, action.generation)
@@ -516,7 +515,7 @@ class Sim:
                                            f"on {name} while {holder} runs it")
                 self.owner[action.resource] = name
                 self._emit(ev.Kind.START, name, action.resource, action.generation,
-                           epochs.get(action.resource, action.epoch))
+                           action.epoch)  # the epoch its document gave it
                 pod.running.add(action.resource)
                 pod.started_at = self.clock.now_ms
             pod.session.done(action)
