@@ -88,6 +88,10 @@ class Memory:
     """Failed resources (``control.failures``); None: read them from the Connector statuses."""
     task_restarts: Mapping[str, str] | None = None
     rejected: Mapping[str, tuple[object, str]] = dataclasses.field(default_factory=dict)
+    held: bool = False
+    """Reassignment was held last round (``control.rails``)."""
+    hold_released: str = ""
+    """The ``kooper.dev/release-hold`` value acted on."""
     """Connectors left out because no document with them fits (``control.containment``)."""
     """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
 

@@ -42,6 +42,7 @@ from kooper.control import (
     events,
     failures,
     liveness,
+    rails,
     restarts,
     snapshot,
     state,
@@ -149,6 +150,7 @@ class _Decision:
     every: Sequence[views.ConnectorView]
     """Every Connector of the group, rejected ones included (``inputs`` lacks those)."""
     rejected: Mapping[str, tuple[object, str]]
+    hold: rails.Hold
     terminating: departures.Seen = frozenset()
 
 
@@ -210,16 +212,18 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         task_restarts=memory.task_restarts if memory.task_restarts is not None
         else failures.restored_task_restarts(inputs.connectors),
         restarting=restarting, now_ms=now_ms)
+    hold = rails.judge(previous, found.members, fraction=group.max_departed_fraction,
+                       override=group.release_hold, acted_on=memory.hold_released)
     snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
                           departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
-                                                if p),
+                                                if p and not hold.held),
                           restarts=(*restarting, *judged.due, *judged.manual),
                           counts=wanted.counts)
     last = memory.last_plan
     due = last is not None and last.next_round_at_ms is not None \
         and last.next_round_at_ms <= now_ms
     key = (snap, group.generation, found.issues, len(found.pods), wanted.key,
-           tuple(sorted(judged.book.items())) if judged.book else ())
+           tuple(sorted(judged.book.items())) if judged.book else (), hold)
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
@@ -228,8 +232,9 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
     configured = caches.configured_of(snap)
-    plan = assignor.plan(snap, previous, now_ms=now_ms, configured=configured,
-                         cache=caches.assignor)
+    plan = assignor.plan(snap, rails.planning_state(previous, hold, now_ms=now_ms,
+                                                    delay_ms=group.settings.max_delay_ms),
+                         now_ms=now_ms, configured=configured, cache=caches.assignor)
     out = events.Recorder(memory.reported)
     for member, how in sorted(inputs.edits.items()):
         name = views.configmap_name(member)
@@ -248,7 +253,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
-        judged=judged, observed=observed, every=every, rejected=rejected, terminating=seen,
+        judged=judged, observed=observed, every=every, rejected=rejected, hold=hold,
+        terminating=seen,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -375,6 +381,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                         task_restarts[owner] = old
     failing = sorted(r for r, rec in book.items() if rec.failing)
     problems = d.problems
+    fraction = group.max_departed_fraction
+    if d.hold.held:
+        problems = (*problems, ("ReassignmentHeld", d.hold.message(fraction)))
     if d.rejected:
         first = sorted(d.rejected.items())[0][1][1]
         problems = (*problems, ("ConnectorRejected", f"{len(d.rejected)} connector(s) "
@@ -428,7 +437,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         epoch_floor=floor,
         terminating=departures.forget(d.terminating, new_state, d.found.pods),
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
-        failures=book, task_restarts=task_restarts, rejected=d.rejected,
+        failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
+        hold_released=group.release_hold if d.hold.released else memory.hold_released,
     )
     return Step(
         memory=next_memory,
@@ -439,7 +449,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
-        events=(*d.early_events, *judged.events, *out.events, *(
+        events=(*d.early_events, *judged.events, *_hold_events(d.hold, memory, fraction),
+                *out.events, *(
             events.Event("ConnectorRejected", why, warning=True, connector=name)
             for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
@@ -472,3 +483,15 @@ def _on(members: frozenset[ids.WorkerId], plan: model.Plan, resources: frozenset
             found.update(r for r in resources if r in held.assigned.connectors
                          or r in held.assigned.tasks)
     return frozenset(found)
+
+
+def _hold_events(hold: rails.Hold, memory: Memory, fraction: float) -> tuple[events.Event, ...]:
+    """``ReassignmentHeld`` when a hold starts, ``ReassignmentReleased`` when it ends."""
+    if hold.held and not memory.held:
+        return (events.Event("ReassignmentHeld", hold.message(fraction), warning=True),)
+    if (memory.held and not hold.held) or hold.released:
+        why = ("released by the kooper.dev/release-hold annotation" if hold.released
+               else "members returned")
+        return (events.Event("ReassignmentReleased",
+                             f"{why}: {hold.departed} of {hold.known} members gone now"),)
+    return ()

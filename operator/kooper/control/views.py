@@ -136,6 +136,10 @@ class GroupView:
     lease_duration_s: int
     clock_skew_s: int
     status: Mapping[str, Any]
+    max_departed_fraction: float = defaults.RAILS_MAX_DEPARTED_FRACTION
+    """``spec.rails.maxDepartedFraction`` (``control.rails``)."""
+    release_hold: str = ""
+    """The ``kooper.dev/release-hold`` annotation (``control.rails``)."""
 
 
 def parse_group(body: Mapping[str, Any]) -> GroupView:
@@ -161,6 +165,9 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         settings=settings,
         lease_duration_s=_int(spec.get("leaseDurationSeconds"), defaults.LEASE_DURATION_S),
         clock_skew_s=_int(spec.get("clockSkewSeconds"), defaults.CLOCK_SKEW_S),
+        max_departed_fraction=_fraction((spec.get("rails") or {}).get("maxDepartedFraction")
+                                        if isinstance(spec.get("rails"), Mapping) else None),
+        release_hold=str((meta.get("annotations") or {}).get("kooper.dev/release-hold", "")),
         status=dict(body.get("status") or {}),
     )
 
@@ -344,6 +351,12 @@ def parse_configmap(body: Mapping[str, Any]) -> ConfigMapView:
         resource_version=str(meta.get("resourceVersion", "")),
         text=str((body.get("data") or {}).get(messages.CONFIGMAP_KEY, "")),
     )
+
+
+def _fraction(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    return defaults.RAILS_MAX_DEPARTED_FRACTION
 
 
 def _int(value: object, default: int) -> int:

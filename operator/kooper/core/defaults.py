@@ -30,3 +30,6 @@ AUTO_RESTART_INITIAL_BACKOFF_S = 10
 automatic restart; it doubles with every restart made."""
 AUTO_RESTART_MAX_BACKOFF_S = 600
 """The longest wait between automatic restarts (not configurable)."""
+RAILS_MAX_DEPARTED_FRACTION = 1.0
+"""``WorkerGroup.spec.rails.maxDepartedFraction``: hold reassignment while more than this
+fraction of the members that held work are gone at once (1: never hold)."""
