@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from kooper.core import assignor, balance, model
@@ -324,6 +324,7 @@ def test_a_new_connectors_tasks_are_spread_before_anyone_gets_a_second(
 
 
 @given(policy=policies, ops=operations)
+@example(policy=model.Policy.KIP415, ops=[("join", "w2"), ("round", None), ("leave", "w0")])
 def test_lost_work_is_assigned_once_the_deadline_passes(policy, ops):
     group = Group(policy, model.Protocol.COMPATIBLE)
     group.join(NAMES[0])
@@ -336,9 +337,15 @@ def test_lost_work_is_assigned_once_the_deadline_passes(policy, ops):
     plan = group.round()
     assert plan.next_round_at_ms is None
     # At the deadline lost work is placed, unless members are still handing work over.
+    # (kip415 places it as one pool, as the KIP's tables do; the next round may then
+    # revoke for per-kind balance: what it revokes is in transit, not lost.)
     if group.workers and not plan.revoking:
         group.settle()
-        assert not group.round().unassigned
+        after = group.round()
+        moving = model.EMPTY
+        for part in after.members.values():
+            moving = moving.union(part.revoked)
+        assert after.unassigned.difference(moving) == model.EMPTY, after.unassigned
 
 
 def test_revocation_counts_keep_the_heaviest_at_hi():
