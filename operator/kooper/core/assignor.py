@@ -1106,7 +1106,7 @@ class _Groups:
         self.sets: dict[ids.WorkerId, frozenset[str]] = {}
         self.counts: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
         self.spread: dict[str, tuple[int, int]] = {}
-        """Connectors whose indexed counts are known spread, for (members, size)."""
+        """Connectors whose indexed counts are known spread, for (members, size) (0: any)."""
 
     def sync(self, sets: Mapping[ids.WorkerId, frozenset[str]]) -> None:
         """Index ``sets`` instead of what was indexed."""
@@ -1177,7 +1177,10 @@ class _Groups:
         empty: Counter[ids.WorkerId] = Counter()
         for group, size in sizes.items():
             moved = delta.get(group)
-            if not moved and known.get(group) == (members, size):
+            # With fewer tasks than members, spread means "one each at most", whatever
+            # the member count: a join or a departure does not make it worth a recount.
+            key = (0, size) if size < members else (members, size)
+            if not moved and known.get(group) == key:
                 continue
             held = counts.get(group, empty)
             if moved:
@@ -1187,7 +1190,7 @@ class _Groups:
             if not balance.spread_ok(held, size, members):
                 return False
             if not moved:
-                known[group] = (members, size)
+                known[group] = key
         return True
 
 
