@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_ready_once_the_startup_handler_built_the_context_and_live_meanwhile():
     shell = controller.Shell(settings.Config())
-    assert probes.readiness(shell) == (False, {"started": False, "groups": 0})
+    assert probes.readiness(shell) == (False, {"started": False, "groups": 0,
+                                           "role": "leader"})
     assert probes.liveness(shell) == (True, {"groups": 0, "stopped_runners": []})
     shell.start(kube.Connection(server="http://127.0.0.1:1"), {})
     assert probes.readiness(shell)[0]

@@ -124,7 +124,11 @@ def test_an_operator_restart_keeps_the_group_balanced_and_its_generation(k, grou
     group.wait_balanced(demo.REPLICAS)
     assert group.group_status().get("generation", 0) >= before
     pods = get_json(k, "-n", NS, "pods", "-l", "app.kubernetes.io/component=operator")["items"]
-    assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 1
+    # The chart's default: a leader and a hot standby (replicaCount 2, leader election).
+    assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 2
+    # The old leader gave the Lease up on its clean stop; one of the new pods takes it.
+    wait_for("a leader", lambda: get_json(k, "-n", NS, "leases.coordination.k8s.io",
+                                          "kooper-operator-leader")["spec"].get("holderIdentity"))
 
 
 def test_a_worker_killed_hard_is_replaced_by_the_statefulset_and_rejoins(k, group):
