@@ -77,7 +77,11 @@ def kube(
         return
     handle = localcluster.shared(request.config, tmp_path_factory)
     kube = localcluster.kube_of(handle)
-    localcluster.install_chart(kube, namespace=NAMESPACE)
+    # Watching only its namespace: tests/integration runs a release of its own on the same cluster.
+    localcluster.install_chart(
+        kube, namespace=NAMESPACE,
+        values={"image": {"repository": "kooper", "tag": "0.1.0"},
+                "operator": {"watchNamespace": NAMESPACE}})
     yield kube  # noqa: PT022 - the local cluster stops at the session's end (localcluster)
 
 

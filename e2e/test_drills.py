@@ -1,4 +1,7 @@
-"""The drills on kind (``make e2e``): each records an event log and checks the invariants.
+"""The drills: each records an event log and checks the invariants.
+
+The ones marked ``realk8s`` run on every ``make test`` against the real local control
+plane (pods are local processes); all of them run on kind with ``make e2e``.
 
 Every drill starts from the shipped examples (``Demo.baseline``) and ends balanced.
 Logs land in out/e2e/<drill>.jsonl in the event-log schema, ready for ``kooper analyze``.
@@ -42,6 +45,8 @@ def assert_clean(rows, expected):
     )
 
 
+# Not yet on the local control plane: there it found stops on undisturbed members
+# (9 in one run on main at ec55c35), which the lead is to look at; kind runs it.
 def test_rolling_restart_under_compatible_stops_nothing_on_undisturbed_members(fresh):
     with fresh.record("rolling-compatible") as rec:
         fresh.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
@@ -54,6 +59,7 @@ def test_rolling_restart_under_compatible_stops_nothing_on_undisturbed_members(f
     )
 
 
+@pytest.mark.realk8s
 def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fresh):
     fresh.patch_group(protocol="eager")
     fresh.wait_balanced(demo.REPLICAS)
@@ -85,6 +91,7 @@ def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fre
     assert (demo.OUT / "report" / "report.md").exists()
 
 
+@pytest.mark.realk8s
 @pytest.mark.parametrize("policy", ["kooper", "kip415"])
 def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fresh, policy):
     fresh.patch_group(policy=policy)
