@@ -22,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
+from kooper.controlplane import processes
 from kooper.core import errors
 from kooper.emulator import cluster as emulated
 from kooper.protocol import messages
@@ -208,7 +208,7 @@ class PodRunner:
         pod = self.pods.pop(name, None)
         stopped = None
         if pod is not None:
-            graceful = _terminate(pod.process, self.grace_s)
+            graceful = processes.terminate(pod.process, self.grace_s)
             pod.log.close()
             stopped = Stopped(name=name, returncode=int(pod.process.returncode), graceful=graceful)
         self._release(name)
@@ -314,20 +314,7 @@ class PodRunner:
     def shutdown(self) -> None:
         """Stop every worker process (Pod objects are left; the cluster goes away anyway)."""
         for pod in list(self.pods.values()):
-            _terminate(pod.process, self.grace_s)
+            processes.terminate(pod.process, self.grace_s)
             pod.log.close()
         self.pods.clear()
 
-
-def _terminate(process: subprocess.Popen[bytes], grace_s: float) -> bool:
-    """SIGTERM, wait up to ``grace_s``, then SIGKILL; whether it exited within the grace."""
-    if process.poll() is not None:
-        return True
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return False
-    return True
