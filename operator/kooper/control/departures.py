@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from kooper.control import views
+from kooper.control import liveness, views
+from kooper.control.inputs import Inputs, Memory, OwnerFacts, absent_members, owner_of
 from kooper.core import ids, model
 
 Seen = frozenset[tuple[str, str]]
@@ -58,3 +59,30 @@ def forget(seen: Seen, state: model.PlanState, pods: Mapping[str, views.PodView]
     kept = frozenset((m, uid) for m, uid in seen
                      if m in known and (m not in pods or pods[m].uid == uid))
     return kept if len(kept) != len(seen) else seen
+
+
+def judge(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
+          seen: Seen) -> dict[str, bool]:
+    """Absent members judged so far: True for a departure whose work is reassigned now
+    (a known-permanent one, or a planned one)."""
+    judged: dict[str, bool] = {}
+    for member, pod in absent_members(inputs, memory):
+        if member in members:
+            continue
+        if member in memory.permanent:
+            judged[member] = memory.permanent[member]
+            continue
+        if planned(member, pod, seen):
+            judged[member] = True
+            continue
+        kind, name = owner_of(member, pod, memory)
+        facts = OwnerFacts(exists=True)
+        if kind in liveness.PERMANENT_OWNER_KINDS:
+            read = inputs.owners.get((kind, name))
+            if read is None:
+                continue  # Not read (or the read failed): judge it next round.
+            facts = read
+        judged[member] = liveness.permanently_departed(
+            pod_name=member, owner_kind=kind, owner_name=name, owner_exists=facts.exists,
+            replicas=facts.replicas)
+    return judged

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from kooper.control import events
 from kooper.core import defaults, model
 
 RELEASE_ANNOTATION = "kooper.dev/release-hold"
@@ -70,3 +71,15 @@ def planning_state(previous: model.PlanState, hold: Hold, *, now_ms: int,
         return dataclasses.replace(previous, delay=dataclasses.replace(delay,
                                                                        deadline_ms=now_ms))
     return previous
+
+
+def hold_events(hold: Hold, was_held: bool, fraction: float) -> tuple[events.Event, ...]:
+    """``ReassignmentHeld`` when a hold starts, ``ReassignmentReleased`` when it ends."""
+    if hold.held and not was_held:
+        return (events.Event("ReassignmentHeld", hold.message(fraction), warning=True),)
+    if (was_held and not hold.held) or hold.released:
+        why = ("released by the kooper.dev/release-hold annotation" if hold.released
+               else "members returned")
+        return (events.Event("ReassignmentReleased",
+                             f"{why}: {hold.departed} of {hold.known} members gone now"),)
+    return ()

@@ -39,6 +39,7 @@ from kooper.control import (
     claims,
     containment,
     departures,
+    epochs,
     events,
     failures,
     liveness,
@@ -56,8 +57,6 @@ from kooper.control.inputs import (
     Owner,
     OwnerFacts,
     Wanted,
-    absent_members,
-    owner_of,
     owners_to_read,
     restored,
 )
@@ -183,7 +182,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
     group = inputs.group
     if memory.floor_pending:
-        memory = _floored(memory, inputs)
+        memory = epochs.floored(memory, inputs)
     previous = memory.state
     observed = liveness.observe(memory.observed, inputs.leases, now_ms=now_ms)
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
@@ -200,7 +199,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         owners = {**owners, **{pod.name: (pod.owner_kind, pod.owner_name)
                                for pod in found.new_pods if pod.owner_kind}}
     seen = departures.terminating(found.pods, found.members, memory.terminating)
-    permanent = _permanent(inputs, memory, found.members, seen)
+    permanent = departures.judge(inputs, memory, found.members, seen)
     wanted = caches.connectors_of(inputs.connectors)
     wanted_restarts = restarts.requested(inputs.connectors, done=memory.restarts_done,
                                          pending=memory.restarts_pending, counts=wanted.counts)
@@ -259,90 +258,16 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     return _finish(decision, frozenset(), retry_ms=0)
 
 
-def _permanent(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
-               seen: departures.Seen) -> dict[str, bool]:
-    """Absent members judged so far: True for a departure whose work is reassigned now
-    (a known-permanent one, or a planned one: ``control.departures``)."""
-    judged: dict[str, bool] = {}
-    for member, pod in absent_members(inputs, memory):
-        if member in members:
-            continue
-        if member in memory.permanent:
-            judged[member] = memory.permanent[member]
-            continue
-        if departures.planned(member, pod, seen):
-            judged[member] = True
-            continue
-        kind, name = owner_of(member, pod, memory)
-        facts = OwnerFacts(exists=True)
-        if kind in liveness.PERMANENT_OWNER_KINDS:
-            read = inputs.owners.get((kind, name))
-            if read is None:
-                continue  # Not read (or the read failed): judge it next round.
-            facts = read
-        judged[member] = liveness.permanently_departed(
-            pod_name=member, owner_kind=kind, owner_name=name, owner_exists=facts.exists,
-            replicas=facts.replicas)
-    return judged
-
-
 def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | None:
     times = [t for t in (plan.next_round_at_ms, expiry_ms, *more) if t is not None]
     return min(times) if times else None
-
-
-def _member_epochs(memory: Memory, plan: model.Plan,
-                   reports: Mapping[ids.WorkerId, messages.Report]
-                   ) -> tuple[dict[ids.WorkerId, tuple[str, int]], int, frozenset[ids.WorkerId]]:
-    """Each member's membership epoch after this round, the largest issued, the new ones.
-
-    A member keeps its epoch while it stays a member under the same incarnation. It
-    gets a new one (larger than any issued, or any a worker reports) when it joins,
-    comes back after being declared departed, restarts as a new process, or reports
-    that it fenced itself in its current epoch (the worker retired it). A member that
-    is not in the plan has none: its epoch is retired with it.
-    """
-    issued = max([memory.member_epoch, *(r.member_epoch for r in reports.values())])
-    result: dict[ids.WorkerId, tuple[str, int]] = {}
-    fresh: set[ids.WorkerId] = set()
-    for member in sorted(plan.members):
-        incarnation = plan.state.incarnations.get(member, "")
-        known = memory.member_epochs.get(member)
-        report = reports.get(member)
-        retired = (known is not None and report is not None and report.fenced
-                   and report.member_epoch >= known[1])
-        if known is None or known[0] != incarnation or retired:
-            issued += 1
-            result[member] = (incarnation, issued)
-            fresh.add(member)
-        else:
-            result[member] = known
-    return result, issued, frozenset(fresh)
-
-
-def _floored(memory: Memory, inputs: Inputs) -> Memory:
-    """A just-restored memory where every wanted resource that no ConfigMap assigns has
-    at least the largest epoch ever issued: its next epoch is larger than any it had
-    (per-resource epochs only grow, even when the operator died right after a deletion
-    or a new KIP-415 leader forgot the assignments)."""
-    epochs = dict(memory.state.epochs)
-    floor = memory.epoch_floor
-    assigned = memory.state.assignments
-    for connector in inputs.connectors:
-        tasks = 0 if connector.state == "stopped" else connector.tasks_max
-        for resource in snapshot.restart_resources(connector.name, tasks):
-            if epochs.get(resource, 0) < floor and not any(
-                    resource in mine for mine in assigned.values()):
-                epochs[resource] = floor
-    return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
-                               floor_pending=False)
 
 
 def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     inputs, memory, plan, snap, group = d.inputs, d.memory, d.plan, d.snap, d.inputs.group
     previous = memory.state
-    member_epochs, member_epoch, fresh = _member_epochs(memory, plan, d.good_reports)
+    member_epochs, member_epoch, fresh = epochs.member_epochs(memory, plan, d.good_reports)
     floor = memory.epoch_floor
     if plan.state.epochs is not previous.epochs and plan.state.epochs:
         floor = max(floor, *plan.state.epochs.values())
@@ -449,7 +374,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
-        events=(*d.early_events, *judged.events, *_hold_events(d.hold, memory, fraction),
+        events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
                 *out.events, *(
             events.Event("ConnectorRejected", why, warning=True, connector=name)
             for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),
@@ -483,15 +408,3 @@ def _on(members: frozenset[ids.WorkerId], plan: model.Plan, resources: frozenset
             found.update(r for r in resources if r in held.assigned.connectors
                          or r in held.assigned.tasks)
     return frozenset(found)
-
-
-def _hold_events(hold: rails.Hold, memory: Memory, fraction: float) -> tuple[events.Event, ...]:
-    """``ReassignmentHeld`` when a hold starts, ``ReassignmentReleased`` when it ends."""
-    if hold.held and not memory.held:
-        return (events.Event("ReassignmentHeld", hold.message(fraction), warning=True),)
-    if (memory.held and not hold.held) or hold.released:
-        why = ("released by the kooper.dev/release-hold annotation" if hold.released
-               else "members returned")
-        return (events.Event("ReassignmentReleased",
-                             f"{why}: {hold.departed} of {hold.known} members gone now"),)
-    return ()

@@ -1,0 +1,66 @@
+"""Epochs the step issues: membership epochs per member incarnation, and the floor
+under per-resource epochs after a restore.
+
+* A member keeps its membership epoch while it stays a member under the same
+  incarnation and gets a new, larger one when it joins, returns, restarts or reports
+  that it fenced itself; a departed member's epoch is retired with it.
+* Per-resource epochs only grow: a restored leader raises every wanted resource
+  that no ConfigMap assigns to the largest epoch ever issued (``epochFloor``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kooper.control import snapshot
+from kooper.control.inputs import Inputs, Memory
+from kooper.core import ids, model
+from kooper.protocol import messages
+
+
+def member_epochs(memory: Memory, plan: model.Plan,
+                   reports: Mapping[ids.WorkerId, messages.Report]
+                   ) -> tuple[dict[ids.WorkerId, tuple[str, int]], int, frozenset[ids.WorkerId]]:
+    """Each member's membership epoch after this round, the largest issued, the new ones.
+
+    A member keeps its epoch while it stays a member under the same incarnation. It
+    gets a new one (larger than any issued, or any a worker reports) when it joins,
+    comes back after being declared departed, restarts as a new process, or reports
+    that it fenced itself in its current epoch (the worker retired it). A member that
+    is not in the plan has none: its epoch is retired with it.
+    """
+    issued = max([memory.member_epoch, *(r.member_epoch for r in reports.values())])
+    result: dict[ids.WorkerId, tuple[str, int]] = {}
+    fresh: set[ids.WorkerId] = set()
+    for member in sorted(plan.members):
+        incarnation = plan.state.incarnations.get(member, "")
+        known = memory.member_epochs.get(member)
+        report = reports.get(member)
+        retired = (known is not None and report is not None and report.fenced
+                   and report.member_epoch >= known[1])
+        if known is None or known[0] != incarnation or retired:
+            issued += 1
+            result[member] = (incarnation, issued)
+            fresh.add(member)
+        else:
+            result[member] = known
+    return result, issued, frozenset(fresh)
+
+
+def floored(memory: Memory, inputs: Inputs) -> Memory:
+    """A just-restored memory where every wanted resource that no ConfigMap assigns has
+    at least the largest epoch ever issued: its next epoch is larger than any it had
+    (per-resource epochs only grow, even when the operator died right after a deletion
+    or a new KIP-415 leader forgot the assignments)."""
+    epochs = dict(memory.state.epochs)
+    floor = memory.epoch_floor
+    assigned = memory.state.assignments
+    for connector in inputs.connectors:
+        tasks = 0 if connector.state == "stopped" else connector.tasks_max
+        for resource in snapshot.restart_resources(connector.name, tasks):
+            if epochs.get(resource, 0) < floor and not any(
+                    resource in mine for mine in assigned.values()):
+                epochs[resource] = floor
+    return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
+                               floor_pending=False)
