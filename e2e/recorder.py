@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kooper.core import errors as kooper_errors
-from kooper.core import events
+from kooper.core import events, ids
 from kooper.protocol import codec, messages
 
 K = events.Kind
@@ -146,10 +146,9 @@ class Observer:
 
 
 def _key(resource: str) -> tuple[str, int]:
-    connector, _, number = resource.rpartition("-")
-    if connector and number.isdigit():
-        return (connector, int(number) + 1)
-    return (resource, 0)
+    """Instances first, then tasks by number (core.ids parses task ids)."""
+    task = ids.split_task(resource)
+    return (resource, 0) if task is None else (task[0], task[1] + 1)
 
 
 Kubectl = Callable[..., str]
