@@ -12,7 +12,6 @@ so tests can run several operators (one after the other) in one process.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import kopf
@@ -73,16 +72,6 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
             return credentials.connection_info(settings, kubeconfig=config.kubeconfig,
                                          context=config.context)
 
-    @kopf.on.probe(registry=registry, id="groups")
-    def probe_groups(memo: Any, **_: Any) -> dict[str, Any]:
-        shell = _shell(memo)
-        now = time.time() * 1000
-        return {
-            "groups": len(shell.runners),
-            "failing": sorted(f"{ns}/{name}" for (ns, name), runner in shell.runners.items()
-                              if runner.task is not None and runner.task.done()),
-            "at": now,
-        }
 
     # --- indexes (filled before any other handler runs) ------------------------------
 
