@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypedDict
 
 from kooper.core import errors, model
+from kooper.core.ids import split_task
 from kooper.protocol import messages
 
 CURRENT_VERSION = 2
@@ -172,14 +173,9 @@ def _check_task_numbers(connector: str, ids: list[str], numbers: list[str]) -> s
 
 
 def _is_task_id(task: str) -> bool:
-    connector, sep, number = task.rpartition("-")
-    return bool(
-        sep
-        and connector
-        and number.isascii()
-        and number.isdigit()
-        and (number[0] != "0" or number == "0")
-    )
+    """A task id in its canonical wire form: ``core.ids.split_task``'s shape, no leading zeros."""
+    number = task.rpartition("-")[2]
+    return split_task(task) is not None and (number[0] != "0" or number == "0")
 
 
 @dataclasses.dataclass(slots=True)
