@@ -182,8 +182,11 @@ def document(results: list[drill.RunResult], png: pathlib.Path) -> dict[str, obj
 
 def _hold(embedded: cluster.EmbeddedCluster) -> None:
     """Keep the converged cluster up until Ctrl-C, for ``kooper status``."""
+    kubeconfig = embedded.write_kubeconfig().resolve()
     options.progress(f"\ncluster kept up; in another shell:\n"
                      f"  KOOPER_KUBE_API={embedded.url} kooper status {drill.GROUP}\n"
+                     f"  kubectl --kubeconfig {kubeconfig} get wg,kconn,pods,events\n"
+                     f"  (kubectl verbs the emulator serves: docs/emulator.md)\n"
                      f"Ctrl-C to finish the demo")
     try:
         while True:

@@ -7,6 +7,7 @@ and a crash or a hang in it cannot take the demo's own process down.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import signal
 import subprocess
@@ -53,6 +54,18 @@ class EmbeddedCluster:
         self.operator = subprocess.Popen(argv, env=pods.child_env(url),
                                          stdout=self._operator_log, stderr=subprocess.STDOUT)
         return url
+
+    def write_kubeconfig(self) -> pathlib.Path:
+        """``<workdir>/kubeconfig``: kubectl's way in (no credentials: the emulator needs none)."""
+        path = self.workdir / "kubeconfig"
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "kooper-demo",
+            "clusters": [{"name": "kooper-demo", "cluster": {"server": self.url}}],
+            "users": [{"name": "kooper-demo", "user": {}}],
+            "contexts": [{"name": "kooper-demo", "context": {
+                "cluster": "kooper-demo", "user": "kooper-demo", "namespace": self.namespace}}],
+        }, indent=2) + "\n")
+        return path
 
     def check_operator(self) -> None:
         """Raise if the operator process died (with the tail of its log)."""

@@ -18,6 +18,18 @@ _ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "u
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PrinterColumn:
+    """A CRD ``additionalPrinterColumns`` entry: what ``kubectl get`` shows (Table output)."""
+
+    name: str
+    type: str
+    json_path: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ResourceSpec:
     """One served resource kind (one group/version/plural)."""
 
@@ -35,6 +47,11 @@ class ResourceSpec:
     status_replicas_path: str = ".status.replicas"
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    columns: tuple[PrinterColumn, ...] = dataclasses.field(default=(), compare=False)
+    """A CRD's printer columns (Table output); built-in kinds have theirs in ``tables``."""
+    schema: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False,
+                                                         hash=False)
+    """A CRD version's ``openAPIV3Schema`` (OpenAPI v3 and strict field validation)."""
 
     @property
     def api_version(self) -> str:
@@ -68,14 +85,15 @@ BUILTINS: tuple[ResourceSpec, ...] = (
     ResourceSpec("", "v1", "pods", "Pod", status=True, short_names=("po",), categories=("all",)),
     ResourceSpec("", "v1", "configmaps", "ConfigMap", short_names=("cm",)),
     ResourceSpec("", "v1", "secrets", "Secret"),
-    ResourceSpec("", "v1", "services", "Service", status=True, short_names=("svc",)),
+    ResourceSpec("", "v1", "services", "Service", status=True, short_names=("svc",),
+                 categories=("all",)),
     ResourceSpec("", "v1", "events", "Event", short_names=("ev",)),
     ResourceSpec("apps", "v1", "statefulsets", "StatefulSet", status=True, scale=True,
                  short_names=("sts",), categories=("all",)),
     ResourceSpec("apps", "v1", "deployments", "Deployment", status=True, scale=True,
                  short_names=("deploy",), categories=("all",)),
     ResourceSpec("apps", "v1", "replicasets", "ReplicaSet", status=True, scale=True,
-                 short_names=("rs",)),
+                 short_names=("rs",), categories=("all",)),
     ResourceSpec("coordination.k8s.io", "v1", "leases", "Lease"),
     ResourceSpec("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
 )
@@ -115,6 +133,13 @@ def specs_from_crd(crd: Mapping[str, Any]) -> list[ResourceSpec]:
             status_replicas_path=(scale or {}).get("statusReplicasPath", ".status.replicas"),
             short_names=tuple(names.get("shortNames", ())),
             categories=tuple(names.get("categories", ())),
+            columns=tuple(
+                PrinterColumn(name=c["name"], type=c.get("type", "string"),
+                              json_path=c["jsonPath"], format=c.get("format", ""),
+                              description=c.get("description", ""),
+                              priority=int(c.get("priority", 0)))
+                for c in version.get("additionalPrinterColumns") or ()),
+            schema=(version.get("schema") or {}).get("openAPIV3Schema"),
         ))
     return result
 

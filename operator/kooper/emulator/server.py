@@ -11,14 +11,18 @@ way: kmock 0.8's path parser fails on `/api/v1/namespaces` (the first URL
 kopf lists); its emulator has no resourceVersion, PUT, JSON-patch `test` or
 status-subresource semantics; and it records every request and matches new
 ones against that log, which grows without bound in a long-running cluster.
-The few requests that do go through kmock (discovery) are trimmed to
-`request_log_limit`.
+Discovery and OpenAPI v3 come from `discovery` (kmock's discovery names the
+core group "/v1", which kubectl cannot resolve); a GET that asks for a Table
+(kubectl's human-readable `get`) is answered by `tables`; `fieldValidation`
+is honoured by `validation`. The few requests that still go through kmock
+(`/version`, DSL endpoints) are trimmed to `request_log_limit`.
 """
 
 import asyncio
 import dataclasses
 import json
 import logging
+import time
 from typing import Any
 
 import aiohttp.web
@@ -26,7 +30,17 @@ import attrs
 import kmock
 import yaml
 
-from kooper.emulator import errors, faults, resources, selectors, store, watching
+from kooper.emulator import (
+    discovery,
+    errors,
+    faults,
+    resources,
+    selectors,
+    store,
+    tables,
+    validation,
+    watching,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +99,10 @@ def _status_success(spec: resources.ResourceSpec, name: str) -> dict[str, Any]:
             "details": {"name": name, "group": spec.group, "kind": spec.plural}}
 
 
+async def _answer(response: aiohttp.web.StreamResponse) -> aiohttp.web.StreamResponse:
+    return response
+
+
 @attrs.define(kw_only=True, eq=False)
 class ApiHandler(kmock.KubernetesScaffold):
     """The aiohttp request handler: store-backed resources plus kmock discovery."""
@@ -111,6 +129,10 @@ class ApiHandler(kmock.KubernetesScaffold):
 
     async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         route = parse_route(raw.path)
+        if route is None and raw.method == "GET":
+            described = self._describe(raw.path)
+            if described is not None:
+                return await self._delayed(None, _answer(described))
         if route is None:
             try:
                 return await self._delayed(None, super().__call__(raw))
@@ -128,6 +150,32 @@ class ApiHandler(kmock.KubernetesScaffold):
             logger.exception("emulator failed on %s %s", raw.method, raw.path_qs)
             return aiohttp.web.json_response(
                 errors.ApiError(500, "InternalError", repr(exc)).status(), status=500)
+
+    def _describe(self, path: str) -> aiohttp.web.StreamResponse | None:
+        """Discovery and OpenAPI v3 documents; None for any other path."""
+        parts = [p for p in path.split("/") if p]
+        document: dict[str, Any] | None
+        if parts == ["api"]:
+            document = discovery.core_versions()
+        elif parts == ["apis"]:
+            document = discovery.group_list(self.registry)
+        elif len(parts) == 2 and parts[0] == "api":
+            document = discovery.resource_list(self.registry, "", parts[1])
+        elif len(parts) == 2 and parts[0] == "apis":
+            document = discovery.group(self.registry, parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            document = discovery.resource_list(self.registry, parts[1], parts[2])
+        elif parts == ["openapi", "v3"]:
+            document = discovery.openapi_index(self.registry)
+        elif parts[:2] == ["openapi", "v3"]:
+            document = discovery.openapi_document(self.registry, "/".join(parts[2:]))
+        else:
+            return None
+        if document is None:
+            error = errors.ApiError(404, "NotFound", "the server could not find the requested "
+                                    f"resource ({path})")
+            return aiohttp.web.json_response(error.status(), status=404)
+        return aiohttp.web.json_response(document)
 
     async def _delayed(self, key: str | None, answer: Any) -> aiohttp.web.StreamResponse:
         delay = self.faults.delay_for(key)
@@ -173,8 +221,47 @@ class ApiHandler(kmock.KubernetesScaffold):
             obj = self.objects.get(spec, namespace or "", name)
             if route.subresource == "scale":
                 obj = self.objects.scale_of(spec, obj)
+            elif tables.wants_table(raw.headers.get("Accept", "")):
+                return aiohttp.web.json_response(self._table(raw, spec, [obj], str(
+                    obj.get("metadata", {}).get("resourceVersion", ""))))
             return aiohttp.web.json_response(obj)
+        if "dryRun" in query:
+            raise errors.bad_request("dryRun is not supported by kooper's emulator (it would "
+                                     "write): use the real local control plane")
         body = await self._body(raw)
+        warnings = self._check_fields(raw, spec, route, body)
+        answer = await self._write(raw, spec, route, namespace, body)
+        for warning in warnings:
+            answer.headers.add("Warning", f'299 - "{warning}"')
+        return answer
+
+    def _table(self, raw: aiohttp.web.BaseRequest, spec: resources.ResourceSpec,
+               objects: list[store.Obj], resource_version: str,
+               headers: bool = True) -> dict[str, Any]:
+        return tables.table(spec, objects, now=time.time(), resource_version=resource_version,
+                            include_object=raw.query.get("includeObject", "Metadata"),
+                            headers=headers)
+
+    @staticmethod
+    def _check_fields(raw: aiohttp.web.BaseRequest, spec: resources.ResourceSpec, route: Route,
+                      body: Any) -> list[str]:
+        """``?fieldValidation=Strict`` refuses unknown fields (400), ``Warn`` names them."""
+        mode = raw.query.get("fieldValidation", "")
+        if mode not in ("Strict", "Warn") or spec.schema is None or route.subresource or (
+                raw.content_type == "application/json-patch+json"):
+            return []
+        unknown = validation.unknown_fields(spec.schema, body)
+        if not unknown:
+            return []
+        if mode == "Strict":
+            raise errors.bad_request(validation.strict_error(spec.kind, spec.version, unknown))
+        return [f'unknown field \\"{f}\\"' for f in unknown]
+
+    async def _write(self, raw: aiohttp.web.BaseRequest, spec: resources.ResourceSpec,
+                     route: Route, namespace: str | None,
+                     body: Any) -> aiohttp.web.StreamResponse:
+        query = raw.query
+        name = route.name
         if raw.method == "POST" and name is None:
             return aiohttp.web.json_response(self.objects.create(spec, body, namespace),
                                              status=201)
@@ -211,6 +298,12 @@ class ApiHandler(kmock.KubernetesScaffold):
         data = await raw.read()
         if not data:
             return {}
+        if raw.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
+            # kubectl sends protobuf for built-in kinds first and falls back to JSON on a 415.
+            raise errors.ApiError(415, "UnsupportedMediaType",
+                                  f"the body of the request was in an unknown format - "
+                                  f"accepted media types include: application/json, "
+                                  f"{', '.join(sorted(_PATCH_TYPES))}")
         try:
             if raw.content_type == "application/apply-patch+yaml":
                 return yaml.safe_load(data)
@@ -234,6 +327,8 @@ class ApiHandler(kmock.KubernetesScaffold):
               namespace: str | None) -> aiohttp.web.StreamResponse:
         labels, fields = self._selectors(raw)
         items, rv = self.objects.list(spec, namespace, labels, fields)
+        if tables.wants_table(raw.headers.get("Accept", "")):
+            return aiohttp.web.json_response(self._table(raw, spec, items, str(rv)))
         return aiohttp.web.json_response({
             "kind": f"{spec.kind}List", "apiVersion": spec.api_version,
             "metadata": {"resourceVersion": str(rv)}, "items": items,
@@ -275,10 +370,19 @@ class ApiHandler(kmock.KubernetesScaffold):
         self.hub.add(watch)
         response = aiohttp.web.StreamResponse(
             status=200, headers={"Content-Type": "application/json"})
+        as_table = tables.wants_table(raw.headers.get("Accept", ""))
+        headers = True
         try:
             await response.prepare(raw)
             async for event in watch.events(timeout):
-                await response.write(json.dumps(event).encode() + b"\n")
+                sent = event
+                if as_table and event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    obj = event["object"]
+                    rv = str(obj.get("metadata", {}).get("resourceVersion", ""))
+                    sent = {"type": event["type"],
+                            "object": self._table(raw, spec, [obj], rv, headers=headers)}
+                    headers = False  # kubectl prints the header once, from the first event
+                await response.write(json.dumps(sent).encode() + b"\n")
             await response.write_eof()
         except ConnectionError:
             pass  # the client went away
