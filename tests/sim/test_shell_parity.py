@@ -47,13 +47,19 @@ class RecordedViews:
 class RecordingClient:
     """The API calls a round makes, in order; owners answer as recorded."""
 
-    def __init__(self, owners: dict[control.Owner, control.OwnerFacts]) -> None:
+    def __init__(self, owners: dict[control.Owner, control.OwnerFacts],
+                 rollouts: dict[control.Owner, control.RolloutFacts] | None = None) -> None:
         self.owners = owners
+        self.rollouts = rollouts or {}
         self.calls: list[tuple[str, Any]] = []
 
     async def read_owner(self, namespace: str, kind: str, name: str) -> tuple[bool, int | None]:
         facts = self.owners[(kind, name)]
         return facts.exists, facts.replicas
+
+    async def read_rollouts(self, namespace: str, owners: Any
+                            ) -> dict[control.Owner, control.RolloutFacts]:
+        return {owner: facts for owner, facts in self.rollouts.items() if owner in owners}
 
     async def write_configmap(self, body: dict[str, Any], *, resource_version: str | None
                               ) -> str:
@@ -75,7 +81,7 @@ class RecordingClient:
 def shell_round(inputs: control.Inputs, memory: control.Memory, now_ms: int
                 ) -> list[tuple[str, Any]]:
     """The API writes the operator makes for one recorded round."""
-    client = RecordingClient(dict(inputs.owners))
+    client = RecordingClient(dict(inputs.owners), dict(inputs.rollouts))
     context = rounds.Context(client=client, views=RecordedViews(inputs),  # type: ignore[arg-type]
                              identity=inputs.leader, audit=audit.AuditLog(None),
                              connector_status=False, clock=lambda: now_ms / 1000)

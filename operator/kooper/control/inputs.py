@@ -29,6 +29,21 @@ class OwnerFacts:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RolloutFacts:
+    """The revision a pod's owner rolls its pods to (``control.rollout``).
+
+    Read for the owner (kind, name) of each member pod: a StatefulSet's
+    ``status.updateRevision`` (with its ``partition``; ``on_delete`` for the
+    ``OnDelete`` strategy, which replaces no pod by itself), or, for a ReplicaSet of a
+    Deployment, the ``pod-template-hash`` of that Deployment's newest ReplicaSet.
+    """
+
+    update_revision: str
+    partition: int = 0
+    on_delete: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Inputs:
     """Everything one step reads: the watched objects and the few reads the shell made."""
 
@@ -44,6 +59,9 @@ class Inputs:
     """Live members whose ConfigMap someone else changed: ``"edited"`` or ``"deleted"``."""
     leader: str = ""
     """The operator's identity, written into every Assignment."""
+    rollouts: Mapping[Owner, RolloutFacts] = dataclasses.field(default_factory=dict)
+    """The update revision of each member pod's owner (``control.rollout.owners_to_read``);
+    an owner left out (not read, or not rolling pods) makes no member outdated."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

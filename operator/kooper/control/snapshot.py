@@ -252,6 +252,8 @@ def build(
     departed_permanently: Iterable[ids.WorkerId] = (),
     restarts: Iterable[str] = (),
     counts: Mapping[str, int] | None = None,
+    outdated: frozenset[ids.WorkerId] = frozenset(),
+    updated: frozenset[ids.WorkerId] = frozenset(),
 ) -> model.Snapshot:
     """The round's snapshot (``counts``: ``wanted(connectors)[0]`` if already known)."""
     if counts is None:
@@ -262,6 +264,8 @@ def build(
         settings=group.settings,
         departed_permanently=frozenset(departed_permanently),
         restarts=frozenset(restarts),
+        outdated=outdated,
+        updated=updated,
     )
 
 

@@ -45,6 +45,7 @@ from kooper.control import (
     liveness,
     rails,
     restarts,
+    rollout,
     snapshot,
     state,
     status,
@@ -56,6 +57,7 @@ from kooper.control.inputs import (
     Memory,
     Owner,
     OwnerFacts,
+    RolloutFacts,
     Wanted,
     owners_to_read,
     restored,
@@ -73,8 +75,8 @@ from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
 __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
-           "Metrics", "Owner", "OwnerFacts", "Step", "Write", "WriteConfigMap", "WriteStatus",
-           "owners_to_read", "restored", "step"]
+           "Metrics", "Owner", "OwnerFacts", "RolloutFacts", "Step", "Write", "WriteConfigMap",
+           "WriteStatus", "owners_to_read", "restored", "step"]
 
 
 
@@ -213,7 +215,9 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         restarting=restarting, now_ms=now_ms)
     hold = rails.judge(previous, found.members, fraction=group.max_departed_fraction,
                        override=group.release_hold, acted_on=memory.hold_released)
+    revisions = rollout.judge(found.pods, found.members, inputs.rollouts)
     snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
+                          outdated=revisions.outdated, updated=revisions.updated,
                           departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
                                                 if p and not hold.held),
                           restarts=(*restarting, *judged.due, *judged.manual),

@@ -26,8 +26,8 @@ resolution of imbalance", Design II):
 Policies. ``kip415`` reproduces the KIP text, its scenario tables being golden
 tests, and Kafka's current assignor where they pin nothing (connectors and tasks
 balanced each on their own; lost work placed as one pool, as the tables do). ``kooper``
-adds three rules, each named below: ``_rule_returning_identity``,
-``_rule_permanent_departure`` and persisted leader state (the shell keeps
+adds four rules, each named below: ``_rule_returning_identity``,
+``_rule_permanent_departure``, ``_rule_rollout`` and persisted leader state (the shell keeps
 ``PlanState`` in WorkerGroup status; only ``forget`` models a KIP-415 leader
 change). It also balances connectors and tasks separately and spreads each
 connector's tasks.
@@ -144,6 +144,7 @@ class _Round:
         self.policy = snapshot.settings.policy
         members = snapshot.members
         self.order = sorted(members)
+        self.receivers = self._rule_rollout()
         # Departed: gone, back under the same name as a new process, or fenced.
         incarnations = previous.incarnations
         self.departed = {
@@ -505,8 +506,10 @@ class _Round:
                 free_t -= nxt.edited[member]
 
         wanted = False
-        if delay is not None:
-            # KIP-415: no revocation for balance while a delay is pending.
+        rolling = self.receivers is not None
+        if delay is not None or rolling:
+            # KIP-415: no revocation for balance while a delay is pending; and under
+            # ``kooper`` none while a rollout is in progress (``_rule_rollout``).
             may_revoke, held_back = False, backoff.deferred(previous.backoff)
         else:
             wanted = bool(self.order) and self._wants_revocation(nxt_c, nxt)
@@ -520,7 +523,7 @@ class _Round:
             if self.policy is model.Policy.KOOPER:
                 before = nxt.copy()
                 self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
-                if not self._spread(self._projected(before, nxt)):
+                if not rolling and not self._spread(self._projected(before, nxt)):
                     # Placement could not keep every connector spread: move towards a
                     # shape that is balanced and spread (``balance.spread_target``).
                     # Revoking for it is a balancing revocation: paced by the backoff,
@@ -605,6 +608,31 @@ class _Round:
             if own:
                 nxt_c.edit(member).update(own.connectors)
                 nxt_t.edit(member).update(own.tasks)
+
+    def _rule_rollout(self) -> frozenset[ids.WorkerId] | None:
+        """During a rollout, free work goes to updated members; balancing waits.
+
+        Kubernetes says which members a rollout is about to replace (``Snapshot.outdated``)
+        and which already run the update revision (``Snapshot.updated``): see
+        ``control.rollout``. While any outdated member is live, free work (a planned
+        departure's, released lost work, new work) goes to the updated members (else
+        to members that are not outdated, else to anyone), least loaded first; and no
+        member revokes for balance: the roll's next departure fills the member that
+        came back last, and balancing resumes once nobody is outdated. Returns the
+        members that may receive free work (None: everyone, no rollout).
+        """
+        snapshot = self.snapshot
+        if self.policy is not model.Policy.KOOPER or not snapshot.outdated:
+            return None
+        live = snapshot.members
+        outdated = snapshot.outdated
+        if not any(member in live for member in outdated):
+            return None
+        updated = frozenset(m for m in snapshot.updated if m in live and m not in outdated)
+        if updated:
+            return updated
+        others = frozenset(m for m in live if m not in outdated)
+        return others or frozenset(live)
 
     def _rule_permanent_departure(self, lost: dict[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
         """Work of a member known not to return (scale-down) is reassigned now.
@@ -799,14 +827,15 @@ class _Round:
         if free_c:
             given = balance.allocate(
                 sorted(free_c, key=model.resource_sort_key),
-                nxt_c.sizes(),
+                self._receiving(nxt_c.sizes()),
                 total=total_c,
             )
             for member, resources in given.items():
                 nxt_c.edit(member).update(resources)
         if free_t and not spread:
             given = balance.allocate(
-                sorted(free_t, key=model.resource_sort_key), nxt_t.sizes(), total=total_t
+                sorted(free_t, key=model.resource_sort_key), self._receiving(nxt_t.sizes()),
+                total=total_t,
             )
             for member, resources in given.items():
                 nxt_t.edit(member).update(resources)
@@ -824,15 +853,26 @@ class _Round:
             group_counts = index.of(holdings, groups)
         else:
             group_counts = balance.count_groups(holdings, groups)
+        receivers = self.receivers
+        if receivers is not None:
+            group_counts = {group: Counter({m: n for m, n in counter.items() if m in receivers})
+                            for group, counter in group_counts.items()}
         given = balance.allocate(
             ordered,
-            nxt_t.sizes(),
+            self._receiving(nxt_t.sizes()),
             total=len(self.configured.tasks),
             group_of=balance.task_group,
             group_counts=group_counts,
         )
         for member, resources in given.items():
             nxt_t.edit(member).update(resources)
+
+    def _receiving(self, sizes: dict[ids.WorkerId, int]) -> dict[ids.WorkerId, int]:
+        """``sizes`` of the members that may receive free work (``_rule_rollout``)."""
+        receivers = self.receivers
+        if receivers is None:
+            return sizes
+        return {member: size for member, size in sizes.items() if member in receivers}
 
     def _place_as_one_pool(
         self,

@@ -145,6 +145,13 @@ class Snapshot:
     this round gets a new epoch, and its member a new document; the worker stops it
     and starts it again with the new epoch. Unassigned ones get a new epoch anyway
     when they are next handed out."""
+    outdated: frozenset[ids.WorkerId] = frozenset()
+    """Live members about to be replaced by a rollout (``control.rollout``): under
+    ``kooper`` they get free work only when no other member can take it, and while
+    any is live, balancing revocations wait for the rollout to end."""
+    updated: frozenset[ids.WorkerId] = frozenset()
+    """Live members already on their rollout's update revision: free work goes to
+    them first while a rollout is in progress."""
 
     def configured(self) -> ConnectorsAndTasks:
         """Every resource the connectors want: instances and tasks."""

@@ -19,12 +19,13 @@ import contextlib
 import dataclasses
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import aiohttp
 
-from kooper.control import views
+from kooper.control import rollout, views
+from kooper.control.inputs import RolloutFacts
 from kooper.core import errors
 from kooper.sdk import kube as requests
 
@@ -236,6 +237,31 @@ class Client:
             return False, None
         replicas = (body.get("spec") or {}).get("replicas", 1)
         return True, replicas if isinstance(replicas, int) else None
+
+    async def read_rollouts(self, namespace: str, owners: Iterable[tuple[str, str]]
+                            ) -> dict[tuple[str, str], RolloutFacts]:
+        """The update revision of each owner (``control.rollout``); unreadable ones left out.
+
+        A StatefulSet is read on its own; ReplicaSets with one list of the namespace's
+        (a Deployment's newest ReplicaSet is found among its siblings).
+        """
+        found: dict[tuple[str, str], RolloutFacts] = {}
+        replicasets = sorted(name for kind, name in owners if kind == "ReplicaSet")
+        for kind, name in sorted(owners):
+            if kind != "StatefulSet":
+                continue
+            try:
+                body = await self.request("GET", requests.apps_path("statefulsets", namespace,
+                                                                    name))
+            except NotFoundError:
+                continue
+            facts = rollout.statefulset_facts(body)
+            if facts is not None:
+                found[(kind, name)] = facts
+        if replicasets:
+            items = await self.list(f"/apis/apps/v1/namespaces/{namespace}/replicasets")
+            found.update(rollout.replicaset_facts(items, replicasets))
+        return found
 
     # --- events ---------------------------------------------------------------
 

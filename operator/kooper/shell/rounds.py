@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from kooper.control import status, views
+from kooper.control import rollout, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.shell import audit, connectors, kube, metrics, warmup, writes
@@ -244,9 +244,17 @@ class GroupRunner:
                 logger.warning("%s: cannot read %s %s: %s", self.key, kind, name, exc)
                 continue
             owners[(kind, name)] = control.OwnerFacts(exists, replicas)
+        rollouts: dict[control.Owner, control.RolloutFacts] = {}
+        wanted = rollout.owners_to_read(inputs)
+        if wanted:
+            try:
+                rollouts = await self.ctx.client.read_rollouts(self.namespace, wanted)
+            except kube.KubeError as exc:  # decide without: no member counts as outdated
+                logger.warning("%s: cannot read the pods' rollouts: %s", self.key, exc)
         live = [ids.WorkerId(lease.member) for lease in inputs.leases]
         edits = await self.writer.edits(live, configmaps)
-        return dataclasses.replace(inputs, owners=owners, edits=edits), self.memory
+        return dataclasses.replace(inputs, owners=owners, edits=edits,
+                                   rollouts=rollouts), self.memory
 
     async def round(self, *, burst_started: float | None = None) -> RoundResult | None:
         """Plan once and write the result; returns None when nothing needed doing."""
