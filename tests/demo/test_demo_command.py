@@ -1,7 +1,12 @@
+import collections
+import json
+
 import pytest
+from e2e import localcluster
 
 from kooper import cli
 from kooper.commands import demo
+from kooper.controlplane import binaries
 from kooper.core import errors
 
 
@@ -30,3 +35,42 @@ def test_help_describes_the_drill_the_runs_and_the_outputs(capsys):
     for words in ("rolling restart", "compatible-kooper,compatible-kip415,eager-kooper",
                   "demo-running.png", "--keep", "scheduledRebalanceMaxDelay"):
         assert words in " ".join(text.split()).replace("eager- kooper", "eager-kooper")
+
+
+def test_the_real_control_plane_without_its_binaries_is_one_line_naming_make_kube_bins(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path / "no-binaries-here"))
+    assert cli.main(["demo", "--control-plane", "real", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kooper demo: error: ")
+    assert "make kube-bins" in err
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cluster_dir_without_the_real_control_plane_is_refused(tmp_path, capsys):
+    assert cli.main(["demo", "--cluster-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "--cluster-dir needs --control-plane real" in capsys.readouterr().err
+
+
+@pytest.mark.realk8s
+def test_the_short_demo_runs_on_the_real_control_plane(request, tmp_path_factory, tmp_path,
+                                                        capsys):
+    # The session's local cluster (the integration tests' and the drills'), through
+    # --cluster-dir: the same code as a fresh one, without starting a second control plane.
+    handle = localcluster.shared(request.config, tmp_path_factory)
+    assert cli.main(["demo", "--control-plane", "real", "--cluster-dir", str(handle.state_dir),
+                     "--short", "--runs", "compatible-kooper", "--out", str(tmp_path),
+                     "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "namespace demo-compatible-kooper of the local cluster" in captured.err
+    (run,) = json.loads(captured.out)["runs"]
+    assert run["metrics"]["overlaps"] == 0
+    assert run["metrics"]["running_at_end"] == run["resources"] == 2 + 4 + 4
+    rows = [json.loads(line) for line in (tmp_path / "compatible-kooper.events.jsonl").open()]
+    # Every pod was deleted through the API (it left) and replaced by the StatefulSet
+    # controller (the new incarnation joined): the operator's rows show it for each.
+    pods = ("workers-0", "workers-1", "workers-2")
+    for kind, times in (("join", 2), ("leave", 1)):
+        seen = collections.Counter(row["member"] for row in rows if row["event"] == kind)
+        assert {pod: seen[pod] for pod in pods} == dict.fromkeys(pods, times), kind

@@ -1,20 +1,23 @@
 """``kooper demo``: the embedded-cluster drill, compatible/kooper vs kip415 vs eager.
 
 No Kubernetes needed: an in-process API emulator, the real operator and real
-worker processes (see docs/demo.md).
+worker processes (see docs/demo.md). ``--control-plane real`` runs the same
+drill on the real local control plane (``kooper.demo.localplane``).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import pathlib
 import time
+from collections.abc import Iterator
 
 from kooper.commands import options
 from kooper.core import errors, model
-from kooper.demo import cluster, drill, plot
+from kooper.demo import drill, localplane, plot
 
 HELP = "run the embedded-cluster drill: compatible/kooper vs kip415 vs eager"
 
@@ -41,7 +44,8 @@ writes under --out: <run>.events.jsonl (event logs, readable by `kooper analyze`
 examples:
   kooper demo                              # the three runs (what `make demo` does)
   kooper demo --short --runs compatible-kooper,eager-kooper
-  kooper demo --runs compatible-kooper --keep   # then `kooper status demo`
+  kooper demo --runs compatible-kooper --keep   # then `kooper status demo`, kubectl
+  kooper demo --control-plane real --short      # on kube-apiserver, etcd, controller-manager
 """
 
 
@@ -72,6 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sequential", action="store_true",
                         help="one run after the other instead of side by side (slower; "
                              "no run shares the CPU with another)")
+    parser.add_argument("--control-plane", choices=("emulator", "real"), default="emulator",
+                        help="emulator (default): the in-process API emulator; real: the real "
+                             "local control plane (kube-apiserver, etcd, kube-controller-manager "
+                             "built by `make kube-bins`, pods as processes; each run in "
+                             "namespace demo-<run>)")
+    parser.add_argument("--cluster-dir", type=pathlib.Path, default=None, metavar="DIR",
+                        help="with --control-plane real: use the cluster `kooper cluster up "
+                             "--dir DIR` runs (default: start one under --out, stopped at "
+                             "the end)")
     parser.add_argument("--runs", default=",".join(f"{p}-{q}" for p, q, _ in drill.RUNS),
                         metavar="LIST",
                         help="comma-separated <protocol>-<policy> runs, in order "
@@ -111,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
     )
     descriptions = {f"{p}-{q}": d for p, q, d in drill.RUNS}
     wanted = parse_runs(args.runs)
+    if args.cluster_dir is not None and args.control_plane != "real":
+        raise errors.KooperError("--cluster-dir needs --control-plane real")
+    if args.control_plane == "real" and args.cluster_dir is None:
+        localplane.binaries_or_hint()  # before anything starts: one line if they are missing
     out: pathlib.Path = args.out
     if not out.is_dir() and not out.parent.is_dir():
         raise errors.KooperError(f"--out {out}: its folder {out.parent} does not exist "
@@ -129,25 +146,28 @@ def run(args: argparse.Namespace) -> int:
     options.progress(f"  runs: {', '.join(f'{p}-{q}' for p, q in wanted)} "
                      f"(about a minute each on 2 cores)")
     started = time.monotonic()
-    if args.keep or args.sequential or len(wanted) == 1:
-        # --keep waits for Ctrl-C, which only the main thread receives.
-        results = []
-        for number, (protocol, policy) in enumerate(wanted, start=1):
-            results.append(drill.run_one(
-                settings, protocol=protocol, policy=policy, out=out,
-                converged=_hold if args.keep and number == len(wanted) else None))
-            options.progress(f"  {protocol}-{policy}: done "
-                             f"({time.monotonic() - started:.0f} s)")
-    else:
-        with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
-            futures = {pool.submit(drill.run_one, settings, protocol=protocol, policy=policy,
-                                   out=out): f"{protocol}-{policy}"
-                       for protocol, policy in wanted}
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
-                options.progress(f"  {futures[future]}: done "
+    with _site(args, out) as site:
+        if args.keep or args.sequential or len(wanted) == 1:
+            # --keep waits for Ctrl-C, which only the main thread receives.
+            results = []
+            for number, (protocol, policy) in enumerate(wanted, start=1):
+                results.append(drill.run_one(
+                    settings, protocol=protocol, policy=policy, out=out, site=site,
+                    progress=options.progress,
+                    converged=_hold if args.keep and number == len(wanted) else None))
+                options.progress(f"  {protocol}-{policy}: done "
                                  f"({time.monotonic() - started:.0f} s)")
-            results = [future.result() for future in futures]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(len(wanted)) as pool:
+                futures = {pool.submit(drill.run_one, settings, protocol=protocol,
+                                       policy=policy, out=out, site=site,
+                                       progress=options.progress): f"{protocol}-{policy}"
+                           for protocol, policy in wanted}
+                for future in concurrent.futures.as_completed(futures):
+                    future.result()
+                    options.progress(f"  {futures[future]}: done "
+                                     f"({time.monotonic() - started:.0f} s)")
+                results = [future.result() for future in futures]
     png = plot.plot_runs([(r.name, r.rows, r.start_ms, r.end_ms) for r in results],
                          out / "demo-running.png", total=settings.resources)
     if args.output != "table":
@@ -180,14 +200,22 @@ def document(results: list[drill.RunResult], png: pathlib.Path) -> dict[str, obj
     }
 
 
-def _hold(embedded: cluster.EmbeddedCluster) -> None:
-    """Keep the converged cluster up until Ctrl-C, for ``kooper status``."""
-    kubeconfig = embedded.write_kubeconfig().resolve()
-    options.progress(f"\ncluster kept up; in another shell:\n"
-                     f"  KOOPER_KUBE_API={embedded.url} kooper status {drill.GROUP}\n"
-                     f"  kubectl --kubeconfig {kubeconfig} get wg,kconn,pods,events\n"
-                     f"  (kubectl verbs the emulator serves: docs/emulator.md)\n"
-                     f"Ctrl-C to finish the demo")
+@contextlib.contextmanager
+def _site(args: argparse.Namespace, out: pathlib.Path) -> Iterator[drill.Site]:
+    """Where the runs happen: fresh embedded clusters, or namespaces of a local cluster."""
+    if args.control_plane == "emulator":
+        yield drill.emulated_site
+        return
+    out.mkdir(exist_ok=True)
+    with localplane.local_cluster(out, cluster_dir=args.cluster_dir,
+                                  progress=options.progress) as handle:
+        yield localplane.site(handle, keep_namespaces=args.cluster_dir is not None and args.keep)
+
+
+def _hold(embedded: drill.Cluster) -> None:
+    """Keep the converged cluster up until Ctrl-C, for ``kooper status`` and kubectl."""
+    looks = "".join(f"  {line}\n" for line in embedded.how_to_look())
+    options.progress(f"\ncluster kept up; in another shell:\n{looks}Ctrl-C to finish the demo")
     try:
         while True:
             embedded.check_operator()

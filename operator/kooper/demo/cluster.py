@@ -55,6 +55,18 @@ class EmbeddedCluster:
                                          stdout=self._operator_log, stderr=subprocess.STDOUT)
         return url
 
+    def describe(self) -> str:
+        """The progress line of a run: where the API is, the operator's pid."""
+        pid = f"; operator pid {self.operator.pid}" if self.operator is not None else ""
+        return f"emulator at {self.url}{pid}"
+
+    def how_to_look(self) -> list[str]:
+        """Commands that look at the kept cluster from another shell (writes a kubeconfig)."""
+        kubeconfig = self.write_kubeconfig().resolve()
+        return [f"KOOPER_KUBE_API={self.url} kooper status demo",
+                f"kubectl --kubeconfig {kubeconfig} get wg,kconn,pods,events",
+                "(kubectl verbs the emulator serves: docs/emulator.md)"]
+
     def write_kubeconfig(self) -> pathlib.Path:
         """``<workdir>/kubeconfig``: kubectl's way in (no credentials: the emulator needs none)."""
         path = self.workdir / "kubeconfig"

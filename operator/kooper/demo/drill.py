@@ -10,16 +10,75 @@ with ``kooper.sim.metrics``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from kooper.core import events, model
 from kooper.demo import cluster, pods, recorder
 from kooper.sim import metrics
 
 GROUP = "demo"
+
+
+class Cluster(Protocol):
+    """Where a run happens: the embedded emulator, or a namespace of the local control plane."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def audit_log(self) -> pathlib.Path: ...
+    def describe(self) -> str:
+        """One progress line: the API and the operator's pid."""
+    def check_operator(self) -> None:
+        """Raise if the operator process died."""
+    def how_to_look(self) -> list[str]:
+        """Commands that look at a kept run from another shell (``kooper demo --keep``)."""
+    def create(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create an object in the run's namespace."""
+
+
+class Members(Protocol):
+    """The worker pods of one StatefulSet and their processes (``pods.PodRunner`` or a real one)."""
+
+    @property
+    def workdir(self) -> pathlib.Path: ...
+    @property
+    def app_label(self) -> str: ...
+    @property
+    def pods(self) -> Mapping[str, object]: ...
+    def start_all(self) -> None:
+        """Create the StatefulSet and start every pod."""
+    def rolling_restart(self, *, restart_s: float, joined: Callable[[Any], bool],
+                        progress: Callable[[str], None]) -> None:
+        """Restart every pod, highest ordinal first, each after the previous one ``joined``."""
+    def has_joined(self, pod: Any) -> bool:
+        """Whether this incarnation of the pod joined the group (its report is in its Lease)."""
+    def events_files(self) -> list[pathlib.Path]:
+        """Every worker events file written so far."""
+    def check_alive(self) -> None:
+        """Raise if a worker died on its own."""
+    def shutdown(self) -> None:
+        """Stop the workers."""
+
+
+Site = Callable[[pathlib.Path, str, "Settings"], contextlib.AbstractContextManager[
+    tuple[Cluster, Members]]]
+"""``site(workdir, run name, settings)``: a run's cluster and its worker pods, torn down on exit."""
+
+
+@contextlib.contextmanager
+def emulated_site(workdir: pathlib.Path, run: str,
+                  settings: Settings) -> Iterator[tuple[Cluster, Members]]:
+    """The default site: a fresh embedded cluster and the emulator's pod runner."""
+    with cluster.EmbeddedCluster(workdir=workdir) as embedded:
+        runner = pods.PodRunner(embedded.api, workdir=workdir, replicas=settings.pods,
+                                namespace=embedded.namespace,
+                                worker_args=worker_args(settings, run=run))
+        yield embedded, runner
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,7 +131,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _worker_rows(runner: pods.PodRunner) -> list[events.Event]:
+def _worker_rows(runner: Members) -> list[events.Event]:
     rows: list[events.Event] = []
     for path in runner.events_files():
         rows.extend(row for row in recorder.read_rows(path)
@@ -81,7 +140,7 @@ def _worker_rows(runner: pods.PodRunner) -> list[events.Event]:
     return rows
 
 
-def wait_converged(runner: pods.PodRunner, embedded: cluster.EmbeddedCluster, *,
+def wait_converged(runner: Members, embedded: Cluster, *,
                    expected: int, settle_s: float, timeout_s: float,
                    balanced: bool = False) -> None:
     """Every resource runs on exactly one member and nothing changed for ``settle_s``.
@@ -128,23 +187,22 @@ def _balanced(running: dict[metrics.Key, set[str]], *, members: Sequence[str]) -
 
 def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path,
             progress: Callable[[str], None] = print,
-            converged: Callable[[cluster.EmbeddedCluster], None] | None = None) -> RunResult:
-    """One rolling-restart run on a fresh embedded cluster; writes ``out/<name>.events.jsonl``.
+            converged: Callable[[Any], None] | None = None,
+            site: Site = emulated_site) -> RunResult:
+    """One rolling-restart run on a fresh site (default: an embedded cluster).
 
-    ``converged`` is called with the still-running cluster once the drill
-    converged (``kooper demo --keep`` waits there for the user's ``kooper status``).
+    Writes ``out/<name>.events.jsonl``. ``converged`` is called with the
+    still-running cluster once the drill converged (``kooper demo --keep`` waits
+    there for the user's ``kooper status``).
     """
     name = f"{protocol}-{policy}"
     workdir = out / name
     workdir.mkdir(parents=True, exist_ok=True)
     for stale in workdir.glob("*"):
-        stale.unlink()
-    with cluster.EmbeddedCluster(workdir=workdir) as embedded:
-        progress(f"[{name}] emulator at {embedded.url}; operator pid {embedded.operator.pid}"
-                 if embedded.operator else f"[{name}] emulator at {embedded.url}")
-        runner = pods.PodRunner(embedded.api, workdir=workdir, replicas=settings.pods,
-                                namespace=embedded.namespace,
-                                worker_args=worker_args(settings, run=name))
+        if stale.is_file():
+            stale.unlink()
+    with site(workdir, name, settings) as (embedded, runner):
+        progress(f"[{name}] {embedded.describe()}")
         try:
             create_objects(embedded, settings, protocol=protocol, policy=policy,
                            app_label=runner.app_label)
@@ -186,7 +244,7 @@ def worker_args(settings: Settings, *, run: str) -> tuple[str, ...]:
             "--start-ms", str(settings.start_ms), "--stop-ms", str(settings.stop_ms))
 
 
-def create_objects(embedded: cluster.EmbeddedCluster, settings: Settings, *, protocol: str,
+def create_objects(embedded: Cluster, settings: Settings, *, protocol: str,
                    policy: str, app_label: str) -> None:
     """The WorkerGroup ``demo`` (selecting ``app_label``) and the settings' Connectors."""
     embedded.create("workergroups", {
