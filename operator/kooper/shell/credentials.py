@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import base64
 import binascii
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -123,6 +124,21 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> kopf.Co
     )
 
 
+def in_cluster_server(env: Mapping[str, str]) -> str | None:
+    """``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, as client-go reads it.
+
+    kopf's service-account login always names ``https://kubernetes.default.svc``
+    (port 443, resolved by the cluster's DNS); every pod also gets these two
+    variables, and a cluster whose API server is elsewhere (the local control
+    plane without root: a free port of 127.0.0.1) is found only through them.
+    None when either is missing.
+    """
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return None
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
 def connection_info(kopf_settings: Any, *, kubeconfig: str | None = None,
                     context: str | None = None) -> kopf.ConnectionInfo | None:
     """``kubeconfig``/``context`` if given; else the service account; else kubeconfig; else None."""
@@ -130,7 +146,8 @@ def connection_info(kopf_settings: Any, *, kubeconfig: str | None = None,
         return from_kubeconfig(kubeconfig_paths(kubeconfig), context)
     in_cluster = kopf.login_with_service_account(settings=kopf_settings)
     if in_cluster is not None:
-        return in_cluster
+        server = in_cluster_server(os.environ)
+        return dataclasses.replace(in_cluster, server=server) if server else in_cluster
     paths = kubeconfig_paths()
     return from_kubeconfig(paths) if paths else None
 
