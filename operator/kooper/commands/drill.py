@@ -18,7 +18,7 @@ from pathlib import Path
 from kooper.commands import options
 from kooper.core import defaults, errors, model
 from kooper.core import events as ev
-from kooper.sim import chaos, metrics, runner, scenarios
+from kooper.sim import chaos, metrics, rollout, runner, scenarios
 
 HELP = "simulate a drill (rolling restart, chaos, ...) and write its event log"
 
@@ -57,6 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drive members through the real SDK session (slower)")
     parser.add_argument("--jobs", type=options.int_at_least(1), default=None, metavar="N",
                         help="chaos only: worker processes (default: all CPUs)")
+    parser.add_argument("--workload", choices=("statefulset", "deployment"), default=None,
+                        help="rolling-restart only: the pods' controller rolls them to a new "
+                             "revision, which the operator sees (default: a scripted restart "
+                             "of each pod, no revisions)")
+    parser.add_argument("--max-surge", type=options.int_at_least(0), default=None,
+                        metavar="N", help="--workload deployment: maxSurge (default 1)")
+    parser.add_argument("--max-unavailable", type=options.int_at_least(0), default=None,
+                        metavar="N", help="--workload: maxUnavailable (default: statefulset 1, "
+                                          "deployment 0)")
+    parser.add_argument("--partition", type=options.int_at_least(0), default=None,
+                        metavar="N", help="--workload statefulset: ordinals below N keep "
+                                          "their revision (default 0)")
     options.add_output(parser)
 
 
@@ -125,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         policy=model.Policy(args.policy), protocol=model.Protocol(args.protocol),
         delay_ms=args.delay_ms, seed=args.seed, sessions=args.sessions,
     )
-    scenario = scenarios.build(args.scenario, pods)
+    scenario = scenarios.build(args.scenario, pods, workload(args))
     started = time.perf_counter()
     result = runner.simulate(config, scenario, _bar(args.scenario))
     elapsed = time.perf_counter() - started
@@ -152,6 +164,34 @@ def run(args: argparse.Namespace) -> int:
     for violation in result.violations:
         print(f"VIOLATION {violation}")
     return 1 if result.violations else 0
+
+
+def workload(args: argparse.Namespace) -> rollout.Spec | None:
+    """The ``--workload`` whose controller rolls the pods (None: scripted restarts)."""
+    given = {"--max-surge": args.max_surge, "--max-unavailable": args.max_unavailable,
+             "--partition": args.partition}
+    if args.workload is None:
+        for flag, value in given.items():
+            if value is not None:
+                raise errors.KooperError(f"{flag} needs --workload")
+        return None
+    if args.scenario != "rolling-restart":
+        raise errors.KooperError(f"--workload applies to rolling-restart only, not "
+                                 f"{args.scenario}")
+    if args.workload == "statefulset":
+        if args.max_surge is not None:
+            raise errors.KooperError("--max-surge: a StatefulSet does not surge")
+        return rollout.StatefulSetRoll(
+            max_unavailable=max(1, args.max_unavailable if args.max_unavailable is not None
+                                else 1),
+            partition=args.partition or 0)
+    if args.partition is not None:
+        raise errors.KooperError("--partition: a Deployment has no partition")
+    surge = args.max_surge if args.max_surge is not None else 1
+    unavailable = args.max_unavailable if args.max_unavailable is not None else 0
+    if surge == 0 and unavailable == 0:
+        raise errors.KooperError("--max-surge and --max-unavailable cannot both be 0")
+    return rollout.DeploymentRoll(max_surge=surge, max_unavailable=unavailable)
 
 
 def metrics_table(rows: list[metrics.RunMetrics]) -> str:

@@ -41,12 +41,15 @@ def connectors(name: str, counts: Mapping[str, int]) -> list[views.ConnectorView
     ) for connector, tasks in counts.items()]
 
 
-def pod(name: str, member: model.Member) -> views.PodView:
-    """The pod of a live member (its uid names the incarnation)."""
+def pod(name: str, member: model.Member, owner: tuple[str, str] | None = None,
+        labels: Mapping[str, str] | None = None) -> views.PodView:
+    """The pod of a live member (its uid names the incarnation); by default its own
+    ReplicaSet-like owner, or ``owner`` with extra ``labels`` (a rollout's revision)."""
+    kind, owner_name = owner if owner is not None else (OWNER_KIND, member.id)
     return views.PodView(
         namespace=NAMESPACE, name=member.id, uid=f"{member.id}/{member.incarnation}",
-        labels={views.GROUP_LABEL: name}, deleting=False, owner_kind=OWNER_KIND,
-        owner_name=member.id)
+        labels={views.GROUP_LABEL: name, **(labels or {})}, deleting=False, owner_kind=kind,
+        owner_name=owner_name)
 
 
 def lease(member: model.Member, member_epoch: int = 0) -> views.LeaseView:
@@ -75,6 +78,12 @@ class Members:
         self._leases: dict[ids.WorkerId, views.LeaseView] = {}
         self._lists: tuple[list[views.PodView], list[views.LeaseView]] | None = None
         self._pods_list: list[views.PodView] | None = None
+        self._described: dict[ids.WorkerId, tuple[tuple[str, str], Mapping[str, str]]] = {}
+
+    def describe(self, member: ids.WorkerId, owner: tuple[str, str],
+                 labels: Mapping[str, str]) -> None:
+        """The pod ``member`` is created next carries this owner and these labels."""
+        self._described[member] = (owner, labels)
 
     def update(self, member: model.Member, member_epoch: int = 0) -> None:
         """``member`` reports (joins, or reports again), in ``member_epoch`` if any."""
@@ -83,7 +92,8 @@ class Members:
         before = self._members.get(member.id)
         self._members[member.id] = member
         if before is None or before.incarnation != member.incarnation:
-            self._pods[member.id] = pod(self.name, member)
+            owner, labels = self._described.get(member.id, (None, None))
+            self._pods[member.id] = pod(self.name, member, owner, labels)
             self._pods_list = None
         self._leases[member.id] = lease(member, member_epoch)
         self._lists = None

@@ -32,6 +32,7 @@ from kooper.core import events as ev
 from kooper.protocol import codec, messages
 from kooper.sdk import session as sdk_session
 from kooper.sim import clock, scenarios
+from kooper.sim import rollout as rollouts
 
 Step = scenarios.Step
 A = scenarios.Action
@@ -204,8 +205,15 @@ class Sim:
             "operator_up": self._operator_up, "fence": self._fence, "declare": self._declare,
             "heal": self._heal, "reread": self._reread, "batch": self._batch,
             "exit_check": self._exit_check,
-            "left": self._left, "pod_gone": self._pod_gone,
+            "left": self._left, "pod_gone": self._pod_gone, "sigterm": self._sigterm,
         }
+        self.roller: rollouts.Controller | None = None
+        """The workload's controller when the scenario models one (``sim.rollout``)."""
+        self.sigterm_at: dict[ids.WorkerId, int] = {}
+        if scenario.rollout is not None:
+            self.roller = rollouts.Controller(
+                scenario.rollout, group=config.group, replicas=config.pods,
+                actions=rollouts.Actions(terminate=self._terminate, create=self._create))
 
     # -- recording ------------------------------------------------------------------
 
@@ -225,7 +233,10 @@ class Sim:
         """
         self.progress = progress
         for ordinal in range(self.config.pods):
-            self._spawn(ordinal, EAGER_ONLY if self.scenario.eager_only else ALL, 0)
+            name = self.roller.initial_name(ordinal) if self.roller is not None else None
+            if self.roller is not None and name is not None:
+                self.roller.add(name)
+            self._spawn(ordinal, EAGER_ONLY if self.scenario.eager_only else ALL, 0, name=name)
         if self.scenario.steps:
             self.clock.at(self.config.warmup_ms, "step")
         pop = self.clock.pop
@@ -253,9 +264,13 @@ class Sim:
             self.configured, self.settings, self.last_fault_ms,
         )
 
-    def _spawn(self, ordinal: int, protocols: frozenset[model.Protocol], after_ms: int) -> None:
+    def _spawn(self, ordinal: int, protocols: frozenset[model.Protocol], after_ms: int, *,
+               name: ids.WorkerId | None = None) -> None:
         self.tokens += 1
-        name = ids.WorkerId(f"{self.config.group}-{ordinal}")
+        name = name if name is not None else ids.WorkerId(f"{self.config.group}-{ordinal}")
+        if self.roller is not None:
+            facts = self.roller.pod_facts(name)
+            self.modelled.describe(name, (facts.owner_kind, facts.owner_name), facts.labels)
         pod = _Pod(name, ordinal, self.tokens, f"i{self.tokens}", protocols, alive=False)
         self.pods[name] = pod
         self.clock.after(after_ms, "up", name, pod.token)
@@ -325,6 +340,10 @@ class Sim:
             )
             self._trigger()
             return None
+        if step.action is A.ROLLOUT:
+            if self.roller is not None:
+                self.roller.start()
+            return None
         if step.action is A.PARTITION:
             if pod is None or not pod.alive or pod.partitioned:
                 return None
@@ -346,6 +365,8 @@ class Sim:
         raise AssertionError(step.action)
 
     def _ready(self, name: ids.WorkerId, token: int) -> None:
+        if self.roller is not None and self._pod(name, token) is not None:
+            self.roller.ready(name)
         if self.waiting_ready == name and self._pod(name, token) is not None:
             self.waiting_ready = None
             self.clock.after(self.scenario.steps[self.step_index].delay_ms, "step")
@@ -581,6 +602,55 @@ class Sim:
     def _pod_gone(self, name: ids.WorkerId, uid: str) -> None:
         self.modelled.pod_gone(name, uid)
         self._trigger()
+        if self.roller is not None:
+            self.roller.gone(name)
+
+    # -- a workload's controller (``sim.rollout``) ---------------------------------------------
+
+    def _terminate(self, name: ids.WorkerId, grace_ms: int) -> None:
+        """The controller deletes pod ``name``: deletionTimestamp, SIGTERM, grace period.
+
+        The worker stops what it runs (the stop latency) and leaves; one still stopping
+        when the grace period ends is killed, and its Lease goes with the pod.
+        """
+        pod = self.pods.get(name)
+        if pod is None or not pod.alive:
+            pod_token = pod.token if pod is not None else 0
+            if pod is not None:
+                pod.token = -1  # still coming up: that start is superseded
+            self.clock.after(0, "pod_gone", name, f"{name}/{pod_token}")
+            return
+        self.sigterm_at[name] = self.clock.now_ms
+        self.modelled.terminating(pod.name)
+        self._trigger()
+        stopping = self.lat.stop.draw(self.rng)
+        self.clock.after(min(stopping, grace_ms), "sigterm", name, pod.token,
+                         stopping <= grace_ms)
+
+    def _sigterm(self, name: ids.WorkerId, token: int, graceful: bool) -> None:
+        pod = self._pod(name, token)
+        if pod is None:
+            return
+        late = self._stop_all(pod)
+        pod.alive = False
+        self._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
+        if graceful:
+            self.clock.after(self.lat.report.draw(self.rng), "left", pod.name, pod.incarnation)
+        else:  # killed at the grace period: the pod is removed, its Lease collected with it
+            removal = self.lat.pod_removal.draw(self.rng)
+            self.clock.after(removal, "gone", pod.name, pod.incarnation)
+            self.clock.after(removal, "pod_gone", pod.name, f"{pod.name}/{pod.incarnation}")
+
+    def _create(self, name: ids.WorkerId, number: int) -> None:
+        """The controller creates pod ``name``; its worker joins after the restart time.
+
+        A StatefulSet pod re-created under its name counts its restart time from its
+        predecessor's SIGTERM (the restart spans the whole replacement)."""
+        restart = self.lat.restart.draw(self.rng)
+        since = self.sigterm_at.pop(name, None)
+        after = restart if since is None else max(0, since + restart - self.clock.now_ms)
+        protocols = self.pods[name].protocols if name in self.pods else ALL
+        self._spawn(number, protocols, after, name=name)
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -609,7 +679,7 @@ class Sim:
             return
         protocols = pod.protocols
         self._depart(pod)
-        self._spawn(pod.ordinal, protocols, self.lat.restart.draw(self.rng))
+        self._spawn(pod.ordinal, protocols, self.lat.restart.draw(self.rng), name=pod.name)
 
     def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
         pod = self._cut(name, token, cut)
@@ -637,7 +707,7 @@ class Sim:
             # Fenced: the process restarts its membership as a new incarnation.
             self._emit(ev.Kind.LEAVE, name)  # its stops were recorded at the fence
             pod.alive = False
-            self._spawn(pod.ordinal, pod.protocols, 0)
+            self._spawn(pod.ordinal, pod.protocols, 0, name=pod.name)
             return
         pod.partitioned = False
         self._send_report(pod)
@@ -730,6 +800,10 @@ class Sim:
             connectors=self.counts)
         owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in self.permanent)
                   for owner in control.owners_to_read(inputs, self.memory)}
+        if self.roller is not None:
+            owners = {owner: control.OwnerFacts(True, self.roller.replicas_of(owner))
+                      for owner in owners}
+            return dataclasses.replace(inputs, owners=owners, rollouts=self.roller.facts())
         return dataclasses.replace(inputs, owners=owners) if owners else inputs
 
     def _write(self, message: messages.Assignment) -> None:

@@ -2,7 +2,11 @@
 
 Pods are StatefulSet ordinals ``0..pods-1``. A step runs ``delay_ms`` after the
 previous one ran, or, with ``wait_ready``, after the previous step's pod came
-back and became ready (a StatefulSet rolling update).
+back and became ready (a scripted rolling restart).
+
+A scenario with a ``rollout`` (``sim.rollout``) instead models the workload's own
+controller: its ``ROLLOUT`` step changes the pod template, and the StatefulSet or
+Deployment controller replaces the pods, with their revisions visible to the step.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import dataclasses
 import enum
 
 from kooper.core import errors
+from kooper.sim import rollout
 
 
 class Action(enum.StrEnum):
@@ -30,6 +35,8 @@ class Action(enum.StrEnum):
     """The WorkerGroup's configured protocol flips (``protocols`` names the new one)."""
     PARTITION = "partition"
     """The pod loses the API for ``down_ms`` (it self-fences after the lease duration)."""
+    ROLLOUT = "rollout"
+    """The workload's template changes: its controller rolls the pods (``Scenario.rollout``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,6 +63,8 @@ class Scenario:
     name: str
     steps: tuple[Step, ...]
     eager_only: bool = False
+    rollout: rollout.Spec | None = None
+    """The workload whose controller owns the pods (None: each pod its own owner)."""
 
 
 def rolling_restart(pods: int, *, action: Action = Action.RESTART, protocols: str = "",
@@ -75,11 +84,17 @@ def rolling_restart(pods: int, *, action: Action = Action.RESTART, protocols: st
     return Scenario("rolling-restart", steps)
 
 
-def build(name: str, pods: int) -> Scenario:
-    """The scenario called ``name`` for a group of ``pods``."""
+def rolled(spec: rollout.Spec) -> Scenario:
+    """The workload's controller rolls every pod to a new revision (``sim.rollout``)."""
+    return Scenario("rolling-restart", (Step(Action.ROLLOUT),), rollout=spec)
+
+
+def build(name: str, pods: int, workload: rollout.Spec | None = None) -> Scenario:
+    """The scenario called ``name`` for a group of ``pods`` (a rolling restart of
+    ``workload`` by its controller, if given)."""
     half = max(1, pods // 2)
     if name == "rolling-restart":
-        return rolling_restart(pods)
+        return rolling_restart(pods) if workload is None else rolled(workload)
     if name == "kill-one":
         return Scenario(name, (Step(Action.KILL, pod=0),))
     if name == "kill-many":
