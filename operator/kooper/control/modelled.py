@@ -85,6 +85,16 @@ class Members:
         """The pod ``member`` is created next carries this owner and these labels."""
         self._described[member] = (owner, labels)
 
+    def pending(self, member: ids.WorkerId) -> None:
+        """Pod ``member`` was created (as ``describe`` says) and its worker has not joined."""
+        if member in self._members:
+            return
+        owner, labels = self._described.get(member, (None, None))
+        self._pods[member] = dataclasses.replace(
+            pod(self.name, model.Member(member, incarnation="pending"), owner, labels))
+        self._pods_list = None
+        self._lists = None
+
     def update(self, member: model.Member, member_epoch: int = 0) -> None:
         """``member`` reports (joins, or reports again), in ``member_epoch`` if any."""
         if self._members.get(member.id) is member:

@@ -16,7 +16,11 @@ So, per live member:
 * **updated**: its pod runs its owner's update revision and is not terminating.
   Work given to it now stays.
 
-While some member is outdated a rollout is in progress, and the ``kooper`` policy
+A rollout is in progress while some member is outdated, or while a pod of a rolling
+owner has no live member: one that is terminating (its member already left) or one
+on the update revision whose worker has not joined yet (a StatefulSet re-creates
+each pod under its name, so from the old member's leave to the new one's join
+nobody may be outdated). While it is, the ``kooper`` policy
 (``core.assignor``) hands free work (a planned departure's, lost work that is
 released, new work) to updated members first, never to an outdated member while
 a member that is not outdated can take it, and defers balancing revocations until
@@ -32,7 +36,7 @@ the simulator (``sim.rollout``) writes the same facts. Pure: no I/O here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from kooper.control import liveness, views
 from kooper.control.inputs import Inputs, Owner, RolloutFacts
@@ -71,11 +75,13 @@ class Revisions:
     """About to be replaced: terminating, or behind the owner's update revision."""
     updated: frozenset[ids.WorkerId] = frozenset()
     """On the owner's update revision (known only where the owner was read)."""
+    starting: bool = False
+    """A pod of a rolling owner has no live member (terminating, or not joined yet)."""
 
     @property
     def rolling(self) -> bool:
-        """Whether a rollout is in progress (some live member is about to be replaced)."""
-        return bool(self.outdated)
+        """Whether a rollout is in progress (see the module docstring)."""
+        return bool(self.outdated) or self.starting
 
 
 NONE = Revisions()
@@ -97,11 +103,22 @@ def outdated(pod: views.PodView, facts: RolloutFacts | None) -> bool:
     return True
 
 
-def judge(pods: Mapping[str, views.PodView], members: Iterable[ids.WorkerId],
+def judge(pods: Mapping[str, views.PodView], members: Collection[ids.WorkerId],
           rollouts: Mapping[Owner, RolloutFacts]) -> Revisions:
     """Where each live member stands (members without a pod are neither)."""
     old: set[ids.WorkerId] = set()
     new: set[ids.WorkerId] = set()
+    starting = False
+    if rollouts and len(pods) > len(members):
+        for name, candidate in pods.items():
+            if name in members:
+                continue
+            facts = rollouts.get((candidate.owner_kind, candidate.owner_name))
+            if facts is None or not facts.update_revision or facts.on_delete:
+                continue
+            if candidate.deleting or revision(candidate) == facts.update_revision:
+                starting = True  # being replaced, or being started, by the roll
+                break
     for member in members:
         pod = pods.get(member)
         if pod is None:
@@ -112,9 +129,9 @@ def judge(pods: Mapping[str, views.PodView], members: Iterable[ids.WorkerId],
         elif facts is not None and facts.update_revision \
                 and revision(pod) == facts.update_revision:
             new.add(member)
-    if not old and not new:
+    if not old and not new and not starting:
         return NONE
-    return Revisions(frozenset(old), frozenset(new))
+    return Revisions(frozenset(old), frozenset(new), starting)
 
 
 # -- reading owners (the shell fetches the bodies; parsing is pure) -------------------

@@ -254,6 +254,7 @@ def build(
     counts: Mapping[str, int] | None = None,
     outdated: frozenset[ids.WorkerId] = frozenset(),
     updated: frozenset[ids.WorkerId] = frozenset(),
+    rolling: bool = False,
 ) -> model.Snapshot:
     """The round's snapshot (``counts``: ``wanted(connectors)[0]`` if already known)."""
     if counts is None:
@@ -266,6 +267,7 @@ def build(
         restarts=frozenset(restarts),
         outdated=outdated,
         updated=updated,
+        rolling=rolling,
     )
 
 

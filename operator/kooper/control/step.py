@@ -218,6 +218,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     revisions = rollout.judge(found.pods, found.members, inputs.rollouts)
     snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
                           outdated=revisions.outdated, updated=revisions.updated,
+                          rolling=revisions.rolling,
                           departed_permanently=(ids.WorkerId(m) for m, p in permanent.items()
                                                 if p and not hold.held),
                           restarts=(*restarting, *judged.due, *judged.manual),

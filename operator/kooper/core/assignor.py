@@ -614,7 +614,8 @@ class _Round:
 
         Kubernetes says which members a rollout is about to replace (``Snapshot.outdated``)
         and which already run the update revision (``Snapshot.updated``): see
-        ``control.rollout``. While any outdated member is live, free work (a planned
+        ``control.rollout``. While any outdated member is live (or ``Snapshot.rolling``
+        says a roll is starting a pod), free work (a planned
         departure's, released lost work, new work) goes to the updated members (else
         to members that are not outdated, else to anyone), least loaded first; and no
         member revokes for balance: the roll's next departure fills the member that
@@ -622,11 +623,12 @@ class _Round:
         members that may receive free work (None: everyone, no rollout).
         """
         snapshot = self.snapshot
-        if self.policy is not model.Policy.KOOPER or not snapshot.outdated:
+        if self.policy is not model.Policy.KOOPER or not (snapshot.outdated
+                                                          or snapshot.rolling):
             return None
         live = snapshot.members
         outdated = snapshot.outdated
-        if not any(member in live for member in outdated):
+        if not snapshot.rolling and not any(member in live for member in outdated):
             return None
         updated = frozenset(m for m in snapshot.updated if m in live and m not in outdated)
         if updated:
@@ -741,10 +743,14 @@ class _Round:
                 if group in excess:
                     by_group[group].append(task)
             edit = shaped.edit(member)
+            epochs = self.previous.epochs
             for group, count in excess.items():
-                # Unheld first (trimming those stops nothing), then the highest numbers.
+                # Unheld first (trimming those stops nothing), then those handed out most
+                # often (work that already moved, e.g. during a rollout, moves again before
+                # work that never did), then the highest numbers.
                 ordered = sorted(
-                    by_group[group], key=lambda t: (t not in held, model.resource_sort_key(t))
+                    by_group[group], key=lambda t: (t not in held, epochs.get(t, 0),
+                                                    model.resource_sort_key(t))
                 )
                 for task in ordered[len(ordered) - count:]:
                     edit.discard(task)
@@ -820,7 +826,7 @@ class _Round:
             def pick_tasks(tasks: Iterable[str], count: int) -> list[str]:
                 if not spread:
                     return balance.pick_last(tasks, count)
-                return balance.pick_spread_tasks(tasks, count, taken)
+                return balance.pick_spread_tasks(tasks, count, taken, self.previous.epochs)
 
             for member, count in counts.items():
                 free_t |= self._trim(nxt_t, member, self.held[member].tasks, count, pick_tasks)

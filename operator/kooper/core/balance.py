@@ -65,7 +65,8 @@ def pick_last(resources: Iterable[str], count: int) -> list[str]:
 
 
 def pick_spread_tasks(
-    tasks: Iterable[str], count: int, taken: Counter[str] | None = None
+    tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
+    epochs: Mapping[str, int] | None = None,
 ) -> list[str]:
     """``count`` tasks to revoke, taken from the connectors this member holds most of.
 
@@ -73,7 +74,9 @@ def pick_spread_tasks(
     also improve the spread of that connector's tasks over the group. Among connectors
     held as much, the one fewest of whose tasks were already picked this round
     (``taken``, updated) goes first: the members that receive them can then take them
-    without holding two of one connector.
+    without holding two of one connector. Within a connector, the task handed out
+    most often goes first (``epochs``: work that already moved moves again before
+    work that never did), then the highest number.
     """
     if count <= 0:
         return []
@@ -95,9 +98,14 @@ def pick_spread_tasks(
         name = names[rank]
         numbers = numbers_of.get(rank)
         if numbers is None:
-            numbers = numbers_of[rank] = sorted(
-                ids.task_number(task) for task in by_connector[name]
-            )
+            if epochs:
+                found = sorted((epochs.get(task, 0), ids.task_number(task))
+                               for task in by_connector[name])
+                numbers = numbers_of[rank] = [number for _, number in found]
+            else:
+                numbers = numbers_of[rank] = sorted(
+                    ids.task_number(task) for task in by_connector[name]
+                )
         chosen.append(ids.task_id(name, numbers.pop()))
         seen[name] += 1
         if numbers:

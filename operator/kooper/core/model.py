@@ -152,6 +152,9 @@ class Snapshot:
     updated: frozenset[ids.WorkerId] = frozenset()
     """Live members already on their rollout's update revision: free work goes to
     them first while a rollout is in progress."""
+    rolling: bool = False
+    """A rollout is in progress even if no live member is outdated (a pod on the
+    update revision is starting): balancing revocations wait as well."""
 
     def configured(self) -> ConnectorsAndTasks:
         """Every resource the connectors want: instances and tasks."""

@@ -615,10 +615,9 @@ class Sim:
         """
         pod = self.pods.get(name)
         if pod is None or not pod.alive:
-            pod_token = pod.token if pod is not None else 0
             if pod is not None:
                 pod.token = -1  # still coming up: that start is superseded
-            self.clock.after(0, "pod_gone", name, f"{name}/{pod_token}")
+            self.clock.after(0, "pod_gone", name, f"{name}/pending")
             return
         self.sigterm_at[name] = self.clock.now_ms
         self.modelled.terminating(pod.name)
@@ -651,6 +650,8 @@ class Sim:
         after = restart if since is None else max(0, since + restart - self.clock.now_ms)
         protocols = self.pods[name].protocols if name in self.pods else ALL
         self._spawn(number, protocols, after, name=name)
+        self.modelled.pending(name)
+        self._trigger()
 
     # -- partitions ---------------------------------------------------------------------------
 
