@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench_codec.py",
     "bench_sim.py",
     "bench_chaos.py",
+    "bench_chaos_real.py",
     "bench_rollout.py",
     "bench_operator.py",
     "bench_analytics.py",

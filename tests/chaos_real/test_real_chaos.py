@@ -1,0 +1,96 @@
+"""Issue 12 with real parts: ``kooper run`` and ``kooper worker --demo`` processes under faults.
+
+One group (4 worker processes, 2 connectors, 8 resources) goes through every fault
+family once, each to convergence: a worker SIGKILLed; a worker SIGKILLed and the
+operator SIGKILLed mid-round (restarted as a new process); bursts of HTTP 500 and 429
+on every write while a worker dies; a slow API (every answer held 0.5 s) while a worker
+dies; a worker frozen (SIGSTOP) until the operator declared it departed, then thawed;
+the same with the operator SIGKILLed while the worker is frozen (the new operator
+times the expiry from its own observations); and a worker frozen until its work was
+started elsewhere, then thawed. The invariants
+come from the workers' own rows and the harness's process rows (e2e/chaos_log.py),
+never from the operator's audit log. How the faults are made and why on the emulator:
+e2e/chaos_real.py and docs/sdk.md ("Chaos with real processes").
+"""
+
+from __future__ import annotations
+
+import pytest
+from e2e import chaos_log, chaos_real
+
+from kooper.core import events
+from kooper.sdk import client
+
+pytestmark = [pytest.mark.chaos_real, pytest.mark.timeout(900)]
+
+SETTINGS = chaos_real.Settings()
+SCENARIO = (("worker-sigkill", 0), ("operator-sigkill", 1), ("api-500", 2), ("api-429", 3),
+            ("slow-api", 0), ("frozen-worker", 1), ("frozen-operator-sigkill", 3),
+            ("frozen-past-delay", 2))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("chaos-real")
+    with chaos_real.Harness(SETTINGS, workdir) as h:
+        h.wait_converged(after_ms=chaos_real.now_ms(), timeout_s=180)
+        steps = [chaos_real.inject(h, fault, ordinal) for fault, ordinal in SCENARIO]
+        yield h, chaos_real.check(h, steps)
+
+
+def test_every_fault_family_ran_against_real_processes(run):
+    h, report = run
+    assert [s.fault for s in report.steps] == [f for f, _ in SCENARIO]
+    processes = h.processes()
+    assert {p.what for p in processes} >= {"spawn", "sigkill", "sigstop", "sigcont", "exit"}
+    assert h.operator_starts == 3  # the first operator process and one after each SIGKILL
+
+
+def test_no_resource_ran_on_two_members_that_were_not_frozen(run):
+    _, report = run
+    assert report.double_ownership == 0, report.describe()
+
+
+def test_nothing_is_lost_or_extra_after_quiescence(run):
+    _, report = run
+    assert (report.lost, report.unexpected) == ([], []), report.describe()
+
+
+def test_per_task_epochs_grow_with_every_start(run):
+    _, report = run
+    assert report.epoch_regressions == [], report.describe()
+
+
+def test_every_fault_converges_within_the_stated_bound(run):
+    _, report = run
+    assert report.late == [], report.describe()
+    assert all(0 <= s.converge_s <= SETTINGS.bound_s for s in report.steps)
+
+
+def test_the_overlap_check_counts_a_frozen_worker_as_running_what_it_ran(run):
+    # Frozen past the delay, its work was started elsewhere while it could not run a
+    # line of code: the check reports that, naming the frozen incarnation, and it is
+    # fenced by the per-task epoch (the successor's is higher).
+    h, report = run
+    processes = h.processes()
+    frozen = [p.incarnation for p in processes if p.what == "sigstop"]
+    assert len(frozen) == 3
+    past_delay = frozen[-1]
+    assert report.overlaps, "a takeover while frozen must show up as an overlap"
+    assert report.frozen_overlaps == report.overlaps
+    assert {o.frozen for o in report.overlaps} == {(past_delay,)}
+    assert all(chaos_log.while_frozen(o, processes) for o in report.overlaps)
+    assert report.frozen_runs >= len(report.overlaps)
+
+
+def test_a_thawed_worker_ends_itself_and_starts_nothing_after_the_thaw(run):
+    h, _ = run
+    processes = h.processes()
+    rows = h.worker_rows()
+    for incarnation in {p.incarnation for p in processes if p.what == "sigstop"}:
+        thawed = chaos_log.thawed_at(incarnation, processes)
+        assert thawed is not None
+        [code] = [p.code for p in processes if p.incarnation == incarnation and p.what == "exit"]
+        assert code == client.STUCK_EXIT_CODE, incarnation
+        assert not [r for r in rows[incarnation]
+                    if r.event is events.Kind.START and r.ts_ms >= thawed], incarnation
