@@ -18,12 +18,19 @@ def result(name, **fields):
 
 def test_the_table_shows_one_row_per_run_in_seconds_and_running_over_wanted():
     table = drill.format_table([result("compatible-kooper"),
-                                result("eager-kooper", converge_ms=None)]).splitlines()
-    assert table[0].split() == ["run", "total", "pause", "longest", "rounds", "moves",
-                                "converge", "overlaps", "running"]
-    assert table[2].split() == ["compatible-kooper", "12.3s", "2.5s", "7", "3", "20.0s", "0",
-                                "18/19"]
-    assert table[3].split()[5] == "-"  # no disruption in the window: no convergence time
+                                result("eager-kooper", converge_ms=None,
+                                       total_pause_ms=24_690)]).splitlines()
+    assert table[0].split() == ["run", "total", "pause", "vs", "eager", "longest", "rounds",
+                                "moves", "converge", "overlaps", "running"]
+    assert table[2].split() == ["compatible-kooper", "12.3s", "0.50", "2.5s", "7", "3",
+                                "20.0s", "0", "18/19"]
+    assert table[3].split()[2] == "1.00"
+    assert table[3].split()[6] == "-"  # no disruption in the window: no convergence time
+
+
+def test_without_an_eager_run_the_ratio_column_says_so():
+    table = drill.format_table([result("compatible-kooper")]).splitlines()
+    assert table[2].split()[2] == "-"
 
 
 def test_balance_counts_connector_instances_and_tasks_separately():

@@ -277,14 +277,20 @@ RUNS: tuple[tuple[str, str, str], ...] = (
 
 
 def format_table(results: Sequence[RunResult]) -> str:
-    """The comparison table, one row per run (``kooper.sim.metrics`` over each drill window)."""
-    header = (f"{'run':<18} {'total pause':>12} {'longest':>9} {'rounds':>7} {'moves':>6} "
-              f"{'converge':>9} {'overlaps':>9} {'running':>8}")
+    """The comparison table, one row per run (``kooper.sim.metrics`` over each drill window).
+
+    ``vs eager``: the run's total pause over the eager run's (``-`` without an eager run).
+    """
+    header = (f"{'run':<18} {'total pause':>12} {'vs eager':>9} {'longest':>9} {'rounds':>7} "
+              f"{'moves':>6} {'converge':>9} {'overlaps':>9} {'running':>8}")
     lines = [header, "-" * len(header)]
+    eager = next((r.metrics.total_pause_ms for r in results if r.protocol == "eager"
+                  or r.name.startswith("eager")), None)
     for r in results:
         m = r.metrics
         converge = "-" if m.converge_ms is None else f"{m.converge_ms / 1000:.1f}s"
-        lines.append(f"{r.name:<18} {m.total_pause_ms / 1000:>11.1f}s"
+        ratio = f"{m.total_pause_ms / eager:.2f}" if eager else "-"
+        lines.append(f"{r.name:<18} {m.total_pause_ms / 1000:>11.1f}s {ratio:>9}"
                      f" {m.max_pause_ms / 1000:>8.1f}s {m.rounds:>7} {m.moves:>6}"
                      f" {converge:>9} {m.overlaps:>9}"
                      f" {m.running_at_end:>4}/{r.resources:<3}")
