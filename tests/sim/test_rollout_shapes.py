@@ -187,3 +187,20 @@ def test_no_resource_ever_runs_on_two_members_whatever_the_rollout(shape, spec):
     everything = Counter(r for held in result.running.values() for r in held)
     assert all(n == 1 for n in everything.values())
     assert len(everything) == connectors * (1 + tasks)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=SHAPE, partition=st.integers(1, 6))
+def test_a_partial_roll_never_stops_work_on_the_pods_it_leaves_alone(shape, partition):
+    pods, connectors, tasks, seed, latencies = shape
+    partition = min(partition, pods - 1)
+    result = roll(rollout.StatefulSetRoll(partition=partition), pods=pods,
+                  connectors=connectors, tasks=tasks, seed=seed, latencies=latencies)
+    started = min(e.ts_ms for e in result.events if e.event is ev.Kind.LEAVE)
+    alone = {f"sim-{n}" for n in range(partition)}
+    stayed = {e.resource for e in result.events if e.event is ev.Kind.START
+              and e.ts_ms < started and e.member in alone}
+    stopped = {e.resource for e in result.events
+               if e.event is ev.Kind.STOP and e.ts_ms >= started}
+    assert not stopped & stayed
+    assert balanced(result.running)

@@ -816,17 +816,24 @@ class _Round:
         total_c = len(self.configured.connectors)
         total_t = len(self.configured.tasks)
         if balancing:
+            # ``kooper`` revokes what was handed out most often first (``pick_spread_tasks``);
+            # ``kip415`` keeps Kafka's order.
+            epochs = self.previous.epochs if spread else None
+
+            def pick_connectors(resources: Iterable[str], count: int) -> list[str]:
+                return balance.pick_last(resources, count, epochs)
+
             counts = balance.revocation_counts(nxt_c.sizes(), total_c)
             for member, count in counts.items():
                 free_c |= self._trim(nxt_c, member, self.held[member].connectors, count,
-                                     balance.pick_last)
+                                     pick_connectors)
             counts = balance.revocation_counts(nxt_t.sizes(), total_t)
             taken = Counter[str]()
 
             def pick_tasks(tasks: Iterable[str], count: int) -> list[str]:
                 if not spread:
                     return balance.pick_last(tasks, count)
-                return balance.pick_spread_tasks(tasks, count, taken, self.previous.epochs)
+                return balance.pick_spread_tasks(tasks, count, taken, epochs)
 
             for member, count in counts.items():
                 free_t |= self._trim(nxt_t, member, self.held[member].tasks, count, pick_tasks)

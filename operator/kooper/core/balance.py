@@ -58,9 +58,14 @@ def revocation_counts(loads: Mapping[ids.WorkerId, int], total: int) -> dict[ids
     return counts
 
 
-def pick_last(resources: Iterable[str], count: int) -> list[str]:
-    """The ``count`` resources that come last in KIP-415 order (keep the first ones)."""
-    ordered = sorted(resources, key=model.resource_sort_key)
+def pick_last(resources: Iterable[str], count: int,
+              epochs: Mapping[str, int] | None = None) -> list[str]:
+    """The ``count`` resources that come last in KIP-415 order (keep the first ones);
+    with ``epochs``, those handed out most often first (work that already moved)."""
+    if epochs:
+        ordered = sorted(resources, key=lambda r: (epochs.get(r, 0), model.resource_sort_key(r)))
+    else:
+        ordered = sorted(resources, key=model.resource_sort_key)
     return ordered[len(ordered) - count :] if count > 0 else []
 
 
@@ -84,32 +89,33 @@ def pick_spread_tasks(
     for task in tasks:
         by_connector[ids.task_connector(task)].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
-    # that come first in KIP-415 order (as the KIP's tables do).
+    # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
+    # first to the connector whose task was handed out most often.
     names = sorted(by_connector, reverse=True)
     seen = taken if taken is not None else Counter[str]()
-    heap = [(-len(by_connector[name]), seen[name], rank) for rank, name in enumerate(names)]
+
+    def top(name: str) -> int:
+        return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
+
+    heap = [(-len(by_connector[name]), seen[name], top(name), rank)
+            for rank, name in enumerate(names)]
     heapq.heapify(heap)
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
-    numbers_of: dict[int, list[int]] = {}
+    numbers_of: dict[int, list[tuple[int, int]]] = {}
     chosen: list[str] = []
     while len(chosen) < count and heap:
-        size, _, rank = heapq.heappop(heap)
+        size, _, _, rank = heapq.heappop(heap)
         name = names[rank]
         numbers = numbers_of.get(rank)
         if numbers is None:
-            if epochs:
-                found = sorted((epochs.get(task, 0), ids.task_number(task))
-                               for task in by_connector[name])
-                numbers = numbers_of[rank] = [number for _, number in found]
-            else:
-                numbers = numbers_of[rank] = sorted(
-                    ids.task_number(task) for task in by_connector[name]
-                )
-        chosen.append(ids.task_id(name, numbers.pop()))
+            numbers = numbers_of[rank] = sorted(
+                ((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
+                for task in by_connector[name])
+        chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, seen[name], rank))
+            heapq.heappush(heap, (size + 1, seen[name], -numbers[-1][0], rank))
     return chosen
 
 
