@@ -3,17 +3,39 @@
 Runs ``--count`` seeds of ``sim.chaos.run_hard`` from ``--start`` (default: 100,000
 from 0) and prints the count, the time and the violations: safety (a resource on
 two members at once, a per-task epoch that did not grow) and liveness (not
-converged within the stated bound, work not running after quiescence). Exits 1 if
-any run had a violation. ``--progress N`` prints a line every N runs.
+converged within the stated bound, work not running after quiescence). Every
+failing seed is written with all its violations to ``--failures`` (one line per
+seed, in seed order); the first ``--show`` are also printed. Exits 1 if any run
+had a violation. ``--jobs N`` splits the seeds over N processes: each seed's
+outcome depends on the seed alone, so the result is the same for any N.
+``--progress N`` prints a line every N runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from kooper.sim import chaos
+
+
+def _is_safety(violation: str) -> bool:
+    return " while " in violation or " epoch " in violation or "overlaps" in violation \
+        or "runs on" in violation
+
+
+def _outcomes(start: int, count: int, jobs: int) -> Iterator[chaos.Outcome]:
+    seeds = range(start, start + count)
+    if jobs <= 1:
+        yield from map(chaos.run_hard, seeds)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        # imap keeps seed order, so the output does not depend on the number of jobs.
+        yield from pool.imap(chaos.run_hard, seeds, chunksize=50)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,31 +43,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--count", type=int, default=100_000, help="number of runs")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--failures", type=Path, default=Path("chaos-failures.txt"),
+                        help="file to write every failing seed and its violations to")
+    parser.add_argument("--show", type=int, default=20, help="failing seeds to print")
     parser.add_argument("--progress", type=int, default=0,
                         help="print a progress line every N runs (0: never)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     safety = liveness = runs = 0
-    failed: list[int] = []
-    for seed in range(args.start, args.start + args.count):
-        outcome = chaos.run_hard(seed)
-        runs += 1
-        unsafe = [v for v in outcome.violations
-                  if " while " in v or " epoch " in v or "overlaps" in v]
-        safety += bool(unsafe)
-        liveness += bool(outcome.violations) and not unsafe
-        if outcome.violations:
-            failed.append(seed)
-            if len(failed) <= 20:
-                print(f"seed {seed}: {outcome.violations[0]}", flush=True)
-        if args.progress and runs % args.progress == 0:
-            print(f"... {runs} runs, {time.perf_counter() - started:.0f} s, runs with safety "
-                  f"violations {safety}, liveness {liveness}", flush=True)
+    kinds: dict[str, int] = {}
+    with args.failures.open("w") as failures:
+        for outcome in _outcomes(args.start, args.count, args.jobs):
+            runs += 1
+            unsafe = [v for v in outcome.violations if _is_safety(v)]
+            safety += bool(unsafe)
+            liveness += bool(outcome.violations) and not unsafe
+            if outcome.violations:
+                failures.write(f"seed {outcome.seed}: {' | '.join(outcome.violations)}\n")
+                failures.flush()
+                first = (unsafe or list(outcome.violations))[0]
+                kind = first.split(":")[0] if first.startswith("end") else (
+                    "safety" if unsafe else first[:30])
+                kinds[kind] = kinds.get(kind, 0) + 1
+                if safety + liveness <= args.show:
+                    print(f"seed {outcome.seed}: {first}", flush=True)
+            if args.progress and runs % args.progress == 0:
+                print(f"... {runs} runs, {time.perf_counter() - started:.0f} s, runs with "
+                      f"safety violations {safety}, liveness {liveness}", flush=True)
     elapsed = time.perf_counter() - started
     print(f"chaos (issue 12 families, SDK sessions): {runs} runs (seeds {args.start}.."
-          f"{args.start + runs - 1}) in {elapsed:.1f} s; runs with safety violations "
-          f"{safety}, with liveness violations {liveness}", flush=True)
-    return 1 if failed else 0
+          f"{args.start + runs - 1}) in {elapsed:.1f} s with {args.jobs} job(s); runs with "
+          f"safety violations {safety}, with liveness violations {liveness}", flush=True)
+    if safety or liveness:
+        print(f"every failing seed is in {args.failures}; by first violation: "
+              + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())), flush=True)
+    return 1 if safety or liveness else 0
 
 
 if __name__ == "__main__":

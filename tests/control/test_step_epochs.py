@@ -113,3 +113,100 @@ def test_the_assignment_document_carries_the_epoch():
     text = codec.encode_assignment(decided.configmap_writes[0])
     assert codec.decode_assignment(text).member_epoch == 1
     assert isinstance(decided.configmap_writes[0], messages.Assignment)
+
+
+def configmaps_of(*steps: control.Step) -> dict[str, views.ConfigMapView]:
+    """The ConfigMaps these steps' writes leave (later steps overwrite, deletes remove)."""
+    found: dict[str, views.ConfigMapView] = {}
+    for decided in steps:
+        for gone in decided.deletes:
+            found.pop(gone, None)
+        for w in decided.configmap_writes:
+            found[w.member] = views.ConfigMapView(
+                namespace=modelled.NAMESPACE, name=views.configmap_name(w.member), group=GROUP,
+                member=w.member, resource_version="1", text=codec.encode_assignment(w))
+    return found
+
+
+def persisted(status: control.GroupStatus) -> dict[str, object]:
+    return {"state": state.encode(status.state, owners=status.owners,
+                                  member_epoch=status.member_epoch,
+                                  epoch_floor=status.epoch_floor)}
+
+
+def test_epochs_read_only_from_configmaps_are_persisted_before_any_configmap_is_deleted():
+    # a and b settle; c joins and is given work at new epochs; the operator dies before
+    # that round's status write, restarts (the epochs are in c's ConfigMap only), and c
+    # departs: the round that deletes c's ConfigMap must first persist those epochs, or
+    # a second death right after the deletion would issue them again.
+    a, b, c = member("a"), member("b"), member("c")
+    first = control.step(inputs([a, b]), control.Memory(), now_ms=0)
+    a, b = applied(first, [a, b])
+    settled = control.step(inputs([a, b]), first.memory, now_ms=10)
+    assert settled.status is not None
+    joined = control.step(inputs([a, b, c]), settled.memory, now_ms=20)  # a and b revoke
+    assert joined.status is not None
+    a, b, c = applied(joined, [a, b, c])
+    given_step = control.step(inputs([a, b, c]), joined.memory, now_ms=25)
+    given = next(w for w in given_step.configmap_writes if w.member == "c")
+    assert given.epochs
+    assert max(given.epochs.values()) > joined.status.epoch_floor
+    status = persisted(joined.status)  # the round giving c work died before its status
+    configmaps = configmaps_of(first, joined, given_step)
+    memory = control.restored(modelled.group(GROUP, SETTINGS, status=status), configmaps)
+    departed = control.step(inputs([a, b], status=status, configmaps=configmaps), memory,
+                            now_ms=30)
+    assert departed.deletes == (W("c"),)
+    writes = departed.writes
+    assert isinstance(writes[0], control.WriteStatus)
+    assert writes[0].status.epoch_floor >= max(given.epochs.values())
+    assert isinstance(writes[1], control.DeleteConfigMap)
+    # The operator dies again right after the deletion: the next leader still issues
+    # every one of c's resources a larger epoch than c had.
+    status = persisted(writes[0].status)
+    configmaps = configmaps_of(first, joined, given_step)
+    del configmaps["c"]
+    memory = control.restored(modelled.group(GROUP, SETTINGS, status=status), configmaps)
+    again = control.step(inputs([a, b], status=status, configmaps=configmaps), memory,
+                         now_ms=40)
+    issued = {r: e for w in again.configmap_writes for r, e in w.epochs.items()}
+    for resource, epoch in given.epochs.items():
+        assert issued[resource] > epoch, resource
+    # With nothing unpersisted, a round writes its status last only.
+    calm = control.step(inputs([a, b]), settled.memory, now_ms=50)
+    assert calm.epochs_first is None
+
+
+def test_a_restart_after_an_eager_round_died_mid_write_finishes_the_rebalance():
+    # Eager: a round revoking everything wrote one member's document and died before the
+    # other's and before the status. The documents look like a finished (unbalanced)
+    # assignment; the restored leader must go on with the stop-the-world round.
+    eager = model.Settings(model.Protocol.EAGER, model.Policy.KOOPER, max_delay_ms=0)
+
+    def eager_inputs(members: list[model.Member], **kw: object) -> control.Inputs:
+        plain = inputs(members, **kw)  # type: ignore[arg-type]
+        return dataclasses.replace(plain, group=modelled.group(
+            GROUP, eager, status=kw.get("status")))  # type: ignore[arg-type]
+
+    a = member("a")
+    only = control.step(eager_inputs([a]), control.Memory(), now_ms=0)
+    (a,) = applied(only, [a])
+    settled = control.step(eager_inputs([a]), only.memory, now_ms=10)
+    assert settled.status is not None
+    b = member("b")
+    revoking = control.step(eager_inputs([a, b]), settled.memory, now_ms=20)
+    assert revoking.plan is not None
+    assert revoking.plan.state.eager_revoking
+    status = persisted(settled.status)
+    configmaps = configmaps_of(only, dataclasses.replace(revoking, configmap_writes=tuple(
+        w for w in revoking.configmap_writes if w.member == "b")))  # only b's was written
+    memory = control.restored(modelled.group(GROUP, eager, status=status), configmaps)
+    b = dataclasses.replace(b, generation=configmaps_doc(configmaps, "b").generation)
+    after = control.step(eager_inputs([a, b], status=status, configmaps=configmaps), memory,
+                         now_ms=30)
+    assert after.plan is not None
+    assert after.plan.members[W("a")].revoked == a.owned  # the stop-the-world goes on
+
+
+def configmaps_doc(configmaps: dict[str, views.ConfigMapView], name: str) -> messages.Assignment:
+    return codec.decode_assignment(configmaps[name].text)

@@ -102,10 +102,10 @@ def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(
     fleet.push_report("w-1")
     event = wait_for(lambda: events(emulated, "UnknownClaim"), what="event")[0]
     assert theirs in event["message"]
-    # The claim is revoked from the claimant; while it keeps claiming, the assignor's barrier
-    # keeps the task from running anywhere else (it shows as unassigned, never as doubled).
+    # The claim is revoked from the claimant only: the task's owner keeps it.
     wait_for(lambda: any(theirs in doc.revoked for doc in fleet.members["w-1"].history),
              what="revoked from the claimant")
+    assert not any(theirs in doc.revoked for doc in fleet.members["w-0"].history)
     fleet.members["w-1"].extra_claims = model.EMPTY
     fleet.push_report("w-1")
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settled again")

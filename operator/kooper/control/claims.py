@@ -1,28 +1,35 @@
 """Bad input a round reports: malformed reports, and members claiming work they were
 never given (``UnknownClaim``), as (reason, message) pairs and once-per-subject Events.
+
+A report never takes work from another member. A member that claims a resource the
+previous round assigned to another live member (``foreign``) does not contest it:
+the claim is left out of the snapshot, so the assignor keeps the resource with its
+rightful owner, and the reporter alone gets a document without it (its assigned set
+is a full replacement, so an SDK worker that did start it stops it), listing it as
+revoked (``revoke_foreign``). Only a claim on work nobody else holds counts as held
+by the reporter: the round revokes it from the reporter before anyone else gets it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from kooper.control import events, snapshot, status
 from kooper.control.inputs import Caches
 from kooper.core import ids, model
 
+Claims = Mapping[ids.WorkerId, model.ConnectorsAndTasks]
 
-def problems(out: events.Recorder, *, found: snapshot.Members, snap: model.Snapshot,
-             configured: model.ConnectorsAndTasks,
-             given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]],
-             caches: Caches) -> tuple[tuple[str, str], ...]:
-    """Every problem seen this round; posts each new one once (``out``)."""
-    found_problems: list[tuple[str, str]] = []
-    for issue in found.issues:
-        found_problems.append((issue.reason, issue.message))
-        out.once(issue.reason, f"{issue.member}:{issue.message}", issue.message,
-                 member=issue.member)
+
+def unknown(members: Mapping[ids.WorkerId, model.Member], *,
+            given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]],
+            configured: model.ConnectorsAndTasks, caches: Caches) -> dict[
+                ids.WorkerId, model.ConnectorsAndTasks]:
+    """Each member's configured resources it reports owning but was never given."""
     seen = caches.claims
-    for member_id, member in snap.members.items():
+    result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for member_id, member in members.items():
         known = given.get(member_id)
         cached = seen.get(member_id)
         if cached is not None and cached[0] is member and cached[1] is known \
@@ -33,14 +40,85 @@ def problems(out: events.Recorder, *, found: snapshot.Members, snap: model.Snaps
             claims = snapshot.unknown_claims(member, given=mine, configured=configured)
             seen[member_id] = (member, known, configured, claims)
         if claims:
-            message = (f"{member_id} reports running {status.describe(claims)} it was never "
-                       f"given ({', '.join(claims.sorted()[:5])}); they are revoked")
-            found_problems.append(("UnknownClaim", message))
-            out.once("UnknownClaim", f"{member_id}/{member.incarnation}", message,
-                     member=member_id)
-    if len(seen) > len(snap.members):
-        for member_id in seen.keys() - snap.members.keys():
+            result[member_id] = claims
+    if len(seen) > len(members):
+        for member_id in seen.keys() - members.keys():
             del seen[member_id]
+    return result
+
+
+def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
+            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks]
+            ) -> tuple[dict[ids.WorkerId, model.Member], dict[ids.WorkerId,
+                                                             model.ConnectorsAndTasks]]:
+    """The members as the assignor should see them, and each member's foreign claims.
+
+    A claim is foreign when the previous round assigned the resource to another member
+    that is still a member (reporting): the reporter's report loses it.
+    """
+    if not claims:
+        return dict(members), {}
+    theirs: dict[str, ids.WorkerId] = {}
+    for owner, resources in assigned.items():
+        if owner in members:
+            for resource in (*resources.connectors, *resources.tasks):
+                theirs[resource] = owner
+    seen = dict(members)
+    found: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for member_id, resources in sorted(claims.items()):
+        taken = model.ConnectorsAndTasks(
+            frozenset(r for r in resources.connectors if theirs.get(r, member_id) != member_id),
+            frozenset(r for r in resources.tasks if theirs.get(r, member_id) != member_id))
+        if taken:
+            found[member_id] = taken
+            reporter = members[member_id]
+            seen[member_id] = dataclasses.replace(reporter,
+                                                  owned=reporter.owned.difference(taken))
+    return seen, found
+
+
+def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Plan:
+    """``plan`` where each member with foreign claims not answered yet (``done``) gets a
+    new document that revokes them (and assigns what the plan gives it)."""
+    due = {m: r for m, r in found.items()
+           if m in plan.members and r.difference(done.get(m, model.EMPTY))}
+    if not due:
+        return plan
+    # Members the plan rewrites anyway keep its generation; the rest need a newer one,
+    # or the session would ignore a document no newer than the one it applied.
+    rewrite = [m for m in due if m not in plan.changed]
+    generation = plan.state.generation + 1 if rewrite else plan.state.generation
+    members = dict(plan.members)
+    assigned_at = dict(plan.state.assigned_at)
+    for member, resources in due.items():
+        part = members[member]
+        gen = generation if member in rewrite else part.generation
+        members[member] = model.MemberPlan(part.assigned, part.revoked.union(resources), gen)
+        assigned_at[member] = gen
+    return dataclasses.replace(
+        plan, members=members, changed=plan.changed | frozenset(due),
+        state=dataclasses.replace(plan.state, generation=generation, assigned_at=assigned_at))
+
+
+def problems(out: events.Recorder, *, found: snapshot.Members, claims: Claims,
+             foreign: Claims) -> tuple[tuple[str, str], ...]:
+    """Every problem seen this round; posts each new one once (``out``)."""
+    found_problems: list[tuple[str, str]] = []
+    for issue in found.issues:
+        found_problems.append((issue.reason, issue.message))
+        out.once(issue.reason, f"{issue.member}:{issue.message}", issue.message,
+                 member=issue.member)
+    for member_id, resources in sorted(claims.items()):
+        taken = foreign.get(member_id, model.EMPTY)
+        whose = (f"; {status.describe(taken)} of them belong to other members, which keep "
+                 "them") if taken else ""
+        message = (f"{member_id} reports running {status.describe(resources)} it was never "
+                   f"given ({', '.join(resources.sorted()[:5])}); they are revoked from "
+                   f"{member_id}{whose}")
+        found_problems.append(("UnknownClaim", message))
+        incarnation = found.members[member_id].incarnation if member_id in found.members \
+            else ""
+        out.once("UnknownClaim", f"{member_id}/{incarnation}", message, member=member_id)
     if not found.pods:
         out.once("SelectorMatchesNoPods", "", "spec.selector matches no pod in this namespace")
     else:

@@ -64,3 +64,20 @@ def floored(memory: Memory, inputs: Inputs) -> Memory:
                 epochs[resource] = floor
     return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
                                floor_pending=False)
+
+
+def unpersisted(memory: Memory) -> tuple[int, int] | None:
+    """(membership epoch, resource epoch floor) to persist before this round's other writes,
+    or None when the last status write already holds both.
+
+    A restarted operator learns the largest epochs from the ConfigMaps as well as the
+    status; a round that then deleted or rewrote those ConfigMaps and died before its
+    own status write would leave them in no document, and the next leader would issue
+    them again (two members started one task at one epoch). So such a round writes the
+    status first.
+    """
+    wanted = (memory.member_epoch, memory.epoch_floor)
+    persisted = memory.persisted_epochs
+    if wanted[0] <= persisted[0] and wanted[1] <= persisted[1]:
+        return None
+    return max(wanted[0], persisted[0]), max(wanted[1], persisted[1])

@@ -96,6 +96,13 @@ class Memory:
     """The largest resource epoch issued so far (``status.state.epochFloor``)."""
     floor_pending: bool = False
     """Just restored: resources with no known epoch start above ``epoch_floor``."""
+    persisted_epochs: tuple[int, int] = (0, 0)
+    """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
+    them: a step that knows larger ones (read from ConfigMaps after a restart) persists
+    them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+    revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
+        default_factory=dict)
+    """member → the foreign claims its last document already revoked (``control.claims``)."""
     observed: liveness.Observed = dataclasses.field(default_factory=dict)
     """When this operator first saw each Lease's current version (``liveness.observe``);
     not persisted: a new leader observes every Lease anew, which only delays expiries."""
@@ -179,7 +186,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
     return Memory(state=planner, given=given, pod_owners=state.restore_owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
-        epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0)
+        epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
+        persisted_epochs=state.persisted_epochs(group.status.get("state")))
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

@@ -64,6 +64,9 @@ class Metrics:
     """Counter updates beyond ``shell.metrics.observe_round``."""
 
     bad_input: tuple[str, ...] = ()
+    ignored_leases: int = 0
+    """Member Leases ignored this round because their label or holder names another
+    member than their name does (a gauge)."""
     connector_restarts: int = 0
     failed_resources: int = 0
     """Resources (instances and tasks) FAILED now (a gauge)."""

@@ -92,6 +92,16 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
                 f"Lease is named {views.configmap_name(lease.member)}: ignored",
                 lease.member))
         return None
+    holder_pod = lease.holder.partition("/")[0]
+    if holder_pod and holder_pod != lease.member:
+        # The holder is the pod that writes the Lease: another pod's renewals (a copy
+        # kept alive by its forger) never vouch for this member.
+        if pod is not None:
+            issues.append(Issue(
+                "LeaseIdentityMismatch",
+                f"Lease {lease.name} is held by {lease.holder!r}, not by member "
+                f"{lease.member!r}: ignored", lease.member))
+        return None
     if pod is None:
         return None  # Another group's member, or a pod that is gone.
     if lease.pod_uid and lease.pod_uid != pod.uid:

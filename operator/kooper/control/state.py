@@ -91,6 +91,13 @@ def encode(
     return document
 
 
+def persisted_epochs(raw: object) -> tuple[int, int]:
+    """(``memberEpoch``, ``epochFloor``) of a ``status.state`` as written (ConfigMaps aside)."""
+    document = raw if isinstance(raw, Mapping) else {}
+    return (max(0, _int(document.get("memberEpoch"), 0)),
+            max(0, _int(document.get("epochFloor"), 0)))
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Restored:
     """A ``PlanState`` rebuilt after a restart, and what could not be read."""
@@ -111,7 +118,7 @@ def restore(
 ) -> Restored:
     """Rebuild the planner state from ``status.state`` and ``(member, assignment.json)`` pairs."""
     document = raw if isinstance(raw, Mapping) else {}
-    generation = _int(document.get("generation"), 0)
+    generation = persisted_generation = _int(document.get("generation"), 0)
     protocol_text = document.get("protocol", "compatible")
     protocol = (
         model.Protocol(protocol_text)
@@ -191,7 +198,11 @@ def restore(
         delay=delay,
         epochs=epochs,
         revoking=revoking,
-        eager_revoking=bool(document.get("eagerRevoking", False)),
+        # A ConfigMap newer than the status: the last round died mid-write. Under eager
+        # that round was a stop-the-world one (or the assignment after it), and the
+        # documents it left look like a finished, unbalanced assignment: go on revoking.
+        eager_revoking=bool(document.get("eagerRevoking", False)) or (
+            protocol is model.Protocol.EAGER and generation > persisted_generation),
         backoff=_decode_backoff(document.get("backoff")),
     )
     floor = max([_int(document.get("epochFloor"), 0), *epochs.values()])

@@ -5,6 +5,10 @@ The operator (``shell.rounds``), the simulator (``sim.runner``) and ``kooper rep
 decides a round. A ``Step`` says what to do; ``Step.writes`` is the order
 (``control/outputs.py`` holds the write types):
 
+0. ``epochs_first``: only in the first round after a restart that read larger epochs
+   from ConfigMaps than the status holds: the status, raising ``memberEpoch`` and
+   ``epochFloor``, so no later write can leave an issued epoch in no document
+   (``control.epochs.unpersisted``);
 1. ``deletes``: departed members' ConfigMaps, first, so that nothing a departed
    member's document still names is given to anyone before that document is gone;
 2. ``configmap_writes``: each member's new Assignment (in parallel, each with a
@@ -99,11 +103,15 @@ class Step:
     connectors: Connectors | None = None
     failures: frozenset[ids.WorkerId] = frozenset()
     decision: _Decision | None = None
+    epochs_first: GroupStatus | None = None
+    """A status write made before every other write (see the module docstring)."""
 
     @property
     def writes(self) -> tuple[Write, ...]:
         """Every write, in the order they must be made (see the module docstring)."""
-        ordered: list[Write] = [DeleteConfigMap(m) for m in self.deletes]
+        ordered: list[Write] = [] if self.epochs_first is None else [
+            WriteStatus(self.epochs_first)]
+        ordered += [DeleteConfigMap(m) for m in self.deletes]
         ordered += [WriteConfigMap(a) for a in self.configmap_writes]
         if self.status is not None:
             ordered.append(WriteStatus(self.status))
@@ -153,6 +161,9 @@ class _Decision:
     rejected: Mapping[str, tuple[object, str]]
     hold: rails.Hold
     terminating: departures.Seen = frozenset()
+    foreign: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
+        default_factory=dict)
+    """Claims on other members' work, left out of the snapshot (``control.claims``)."""
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
@@ -223,11 +234,19 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                                 if p and not hold.held),
                           restarts=(*restarting, *judged.due, *judged.manual),
                           counts=wanted.counts)
+    configured = caches.configured_of(snap)
+    unknown = claims.unknown(found.members, given=memory.given, configured=configured,
+                             caches=caches)
+    seen_members, foreign = claims.foreign(unknown, members=found.members,
+                                           assigned=previous.assignments)
+    if foreign:
+        snap = dataclasses.replace(snap, members=seen_members)
     last = memory.last_plan
     due = last is not None and last.next_round_at_ms is not None \
         and last.next_round_at_ms <= now_ms
     key = (snap, group.generation, found.issues, len(found.pods), wanted.key,
-           tuple(sorted(judged.book.items())) if judged.book else (), hold)
+           tuple(sorted(judged.book.items())) if judged.book else (), hold,
+           tuple(sorted(foreign.items())) if foreign else ())
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
@@ -235,10 +254,11 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                     rejected=rejected, terminating=seen)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
-    configured = caches.configured_of(snap)
     plan = assignor.plan(snap, rails.planning_state(previous, hold, now_ms=now_ms,
                                                     delay_ms=group.settings.max_delay_ms),
                          now_ms=now_ms, configured=configured, cache=caches.assignor)
+    if foreign:
+        plan = claims.revoke_foreign(plan, foreign, done=memory.revoked_claims)
     out = events.Recorder(memory.reported)
     for member, how in sorted(inputs.edits.items()):
         name = views.configmap_name(member)
@@ -250,15 +270,14 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
             out.once("ConfigMapEdited", member,
                      f"ConfigMap {name} was changed by someone else; rewriting it",
                      member=member)
-    problems = claims.problems(out, found=found, snap=snap, configured=configured,
-                               given=memory.given, caches=caches)
+    problems = claims.problems(out, found=found, claims=unknown, foreign=foreign)
     decision = _Decision(
         inputs=inputs, memory=memory, now_ms=now_ms, key=key, found=found, snap=snap, plan=plan,
         restarts=wanted_restarts, recorder_entries=events.Reported(frozenset(out.entries)),
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
         judged=judged, observed=observed, every=every, rejected=rejected, hold=hold,
-        terminating=seen,
+        terminating=seen, foreign=foreign,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -325,6 +344,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                               pods_matched=len(d.found.pods), problems=problems,
                               pending=pending)
     gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
+    raise_first = epochs.unpersisted(memory)
     owners = d.pod_owners
     stale = (owners.keys() - plan.members.keys() - new_state.lost.keys()
              - new_state.assignments.keys() - d.found.pods.keys())
@@ -338,8 +358,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             continue
         known = given.get(member)
         had = known[1] if known is not None and known[0] == message.incarnation else model.EMPTY
-        given[member] = (message.incarnation,
-                         had.union(message.assigned).union(message.revoked))
+        # A foreign claim revoked here was never given: it stays an unknown claim.
+        given[member] = (message.incarnation, had.union(message.assigned).union(
+            message.revoked.difference(d.foreign.get(member, model.EMPTY))))
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
     for name in restarted:
@@ -364,7 +385,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
-        epoch_floor=floor,
+        epoch_floor=floor, persisted_epochs=(member_epoch, floor),
+        revoked_claims={m: r.union(memory.revoked_claims.get(m, model.EMPTY))
+                        for m, r in d.foreign.items() if m not in failed},
         terminating=departures.forget(d.terminating, new_state, d.found.pods),
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
@@ -384,6 +407,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             events.Event("ConnectorRejected", why, warning=True, connector=name)
             for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
+                        ignored_leases=sum(1 for i in d.found.issues
+                                           if i.reason == "LeaseIdentityMismatch"),
                         connector_restarts=len(restarted), failed_resources=len(failing),
                         rejected_resources=sum(
                             1 + (0 if c.state == "stopped" else c.tasks_max)
@@ -398,6 +423,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                                   set(d.rejected).symmetric_difference(memory.rejected)),
                               settled=not pending),
         failures=failed, decision=d,
+        epochs_first=None if raise_first is None else GroupStatus(
+            facts=facts, state=previous, owners=memory.pod_owners, generation=group.generation,
+            member_epoch=raise_first[0], epoch_floor=raise_first[1]),
     )
 
 

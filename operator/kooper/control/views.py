@@ -269,6 +269,8 @@ class LeaseView:
     error: str
     """Why the report cannot be used (empty when it can)."""
     report_text: str
+    holder: str = ""
+    """``spec.holderIdentity`` (``<pod>/<incarnation>``, as the SDK writes it)."""
 
     def expires_at_ms(self, *, default_duration_s: int, skew_s: int) -> int | None:
         """When the member is declared departed if it does not renew (None: no renewTime)."""
@@ -324,6 +326,7 @@ def parse_lease(body: Mapping[str, Any]) -> LeaseView:
         # An oversized report is kept as a digest: enough to notice it changed.
         report_text=text if len(text) <= messages.MAX_REPORT_BYTES
         else f"oversized:{len(text)}:{hashlib.sha256(text.encode()).hexdigest()}",
+        holder=holder,
     )
 
 

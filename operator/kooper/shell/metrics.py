@@ -96,6 +96,10 @@ DELAY_DEADLINE = _gauge(
 LAST_ROUND = _gauge(
     "kooper_last_round_timestamp_seconds", "Unix time of the group's last completed round")
 GENERATION = _gauge("kooper_assignment_generation", "The group's rebalance generation")
+IGNORED_LEASES = _gauge(
+    "kooper_ignored_leases",
+    "Member Leases ignored because their label or holder names another member than their "
+    "name (kooper-<pod>) does: forged or broken copies, as of the last round")
 COMPUTE = PerGroup(Histogram(
     "kooper_round_compute_seconds", "Time spent in the assignor per round", GROUP_LABELS,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
@@ -113,7 +117,7 @@ BAD_INPUT = Counter("kooper_bad_inputs_total", "Bad input noticed, by reason", [
 _PER_GROUP: tuple[PerGroup[Counter] | PerGroup[Gauge] | PerGroup[Histogram], ...] = (
     ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ROUND_ERRORS, CONNECTOR_RESTARTS, FENCED,
     PENDING, ASSIGNED, UNASSIGNED, LOST_NOW, IMBALANCE, DELAY_REMAINING, DELAY_DEADLINE,
-    LAST_ROUND, GENERATION, COMPUTE, LATENCY,
+    LAST_ROUND, GENERATION, COMPUTE, LATENCY, IGNORED_LEASES,
 )
 _PROTOCOLS = ("compatible", "eager")
 

@@ -274,7 +274,10 @@ class GroupRunner:
             self.steps_run += 1
             return None
         t_write = time.perf_counter()
-        # Step.writes' order: departed members' documents go first (see control.step).
+        # Step.writes' order: epochs a restart read from ConfigMaps are persisted first,
+        # then departed members' documents go (see control.step).
+        if decided.epochs_first is not None:
+            await self.writer.group_status(group, decided.epochs_first)
         deleted = await self.writer.delete(decided.deletes)
         failed = await self.writer.configmaps(decided.configmap_writes, group_uid=group.uid)
         decided = decided.failed(failed, retry_ms=int(self.ctx.retry_s * 1000))
@@ -314,6 +317,7 @@ class GroupRunner:
         assert previous is not None
         for reason in decided.metrics.bad_input:
             metrics.BAD_INPUT.labels(reason).inc()
+        metrics.IGNORED_LEASES.labels(self.key).set(decided.metrics.ignored_leases)
         if decided.metrics.connector_restarts:
             metrics.CONNECTOR_RESTARTS.labels(self.key).inc(decided.metrics.connector_restarts)
         metrics.observe_failures(self.key, failed=decided.metrics.failed_resources,
