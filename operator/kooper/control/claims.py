@@ -48,16 +48,25 @@ def unknown(members: Mapping[ids.WorkerId, model.Member], *,
 
 
 def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
-            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks]
+            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False
             ) -> tuple[dict[ids.WorkerId, model.Member], dict[ids.WorkerId,
                                                              model.ConnectorsAndTasks]]:
     """The members as the assignor should see them, and each member's foreign claims.
 
     A claim is foreign when the previous round assigned the resource to another member
-    that is still a member (reporting): the reporter's report loses it.
+    that is still a member (reporting): the reporter's report loses it. After a
+    KIP-415 leader forgot the assignments (``forgotten``: it adopts what members
+    report), every unknown claim is foreign: the ConfigMaps say what each member was
+    given, and a claim beyond that must not become the claimant's assignment.
     """
     if not claims:
         return dict(members), {}
+    if forgotten:
+        seen = dict(members)
+        for member_id, resources in claims.items():
+            seen[member_id] = dataclasses.replace(
+                members[member_id], owned=members[member_id].owned.difference(resources))
+        return seen, dict(claims)
     theirs: dict[str, ids.WorkerId] = {}
     for owner, resources in assigned.items():
         if owner in members:
@@ -93,7 +102,9 @@ def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Pl
     for member, resources in due.items():
         part = members[member]
         gen = generation if member in rewrite else part.generation
-        members[member] = model.MemberPlan(part.assigned, part.revoked.union(resources), gen)
+        # (What this round gives the claimant anyway, with a new epoch, is not revoked.)
+        members[member] = model.MemberPlan(
+            part.assigned, part.revoked.union(resources.difference(part.assigned)), gen)
         assigned_at[member] = gen
     return dataclasses.replace(
         plan, members=members, changed=plan.changed | frozenset(due),

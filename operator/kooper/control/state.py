@@ -132,6 +132,7 @@ def restore(
     assigned_at: dict[ids.WorkerId, int] = {}
     revoking: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     member_epochs: dict[ids.WorkerId, int] = {}
+    planned_for: dict[ids.WorkerId, str] = {}
     member_epoch = max(0, _int(document.get("memberEpoch"), 0))
     unreadable: list[str] = []
     for member_name, text in configmaps:
@@ -146,6 +147,8 @@ def restore(
             continue
         assignments[member] = assignment.assigned
         assigned_at[member] = assignment.generation
+        if assignment.incarnation:
+            planned_for[member] = assignment.incarnation
         if assignment.member_epoch:
             member_epochs[member] = assignment.member_epoch
             member_epoch = max(member_epoch, assignment.member_epoch)
@@ -188,6 +191,9 @@ def restore(
         for k, v in (document.get("incarnations") or {}).items()
         if ids.WorkerId(str(k)) in assignments
     }
+    # A ConfigMap is written before the status of its round: the incarnation its
+    # document was planned for is at least as new as the one the status names.
+    incarnations.update(planned_for)
     state = model.PlanState(
         generation=generation,
         protocol=protocol,

@@ -238,7 +238,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     unknown = claims.unknown(found.members, given=memory.given, configured=configured,
                              caches=caches)
     seen_members, foreign = claims.foreign(unknown, members=found.members,
-                                           assigned=previous.assignments)
+                                           assigned=previous.assignments,
+                                           forgotten=previous.forgotten)
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
     last = memory.last_plan

@@ -20,16 +20,27 @@ message loss up to 0.5. ``check_log`` then checks the event log alone (it knows
 nothing of the simulator's state): no resource on two members at once, per-task
 epochs that only grow across members, and quiescence within ``CONVERGE_BOUND_MS``
 of the last fault plus the delay.
+
+Since the second version of the families (``families=2``, the default), hard runs
+also draw a clock offset per pod (up to 10 s either way) that its Lease's
+``renewTime`` carries, and leave departures to the operator's own liveness rule:
+a Lease stops changing when its pod is cut off, and the step declares the member
+departed when that version, as *it observed it*, is older than lease + margin
+(nothing is removed for it). Some members forge reports (claiming tasks that run
+on other members, while their session runs nothing of the sort). ``families=1``
+replays the first version exactly (the seeds in ``tests/sim/test_chaos_regressions``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from kooper.control import step as control
+from kooper.control import views
 from kooper.core import events as ev
-from kooper.core import model
+from kooper.core import ids, model
 from kooper.sim import metrics, runner, scenarios
 
 A = scenarios.Action
@@ -127,10 +138,151 @@ def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
     return problems
 
 
-def run_hard(seed: int) -> Outcome:
-    """Run hard chaos seed ``seed`` and check it (final state and the event log)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Extra:
+    """What the second version of the hard families adds to a run."""
+
+    offsets_ms: Mapping[int, int]
+    """Pod ordinal → how far its clock is from the operator's (its ``renewTime``)."""
+    forge: float
+    """Probability that a report also claims tasks running on other members."""
+
+
+OFFSET_MS = 10_000
+
+
+def draw_extra(seed: int) -> Extra:
+    """The clock offsets and forgery rate of hard run ``seed`` (its own random stream)."""
+    rng = random.Random(f"hard-extra-{seed}")
+    offsets = {ordinal: rng.choice((0, rng.randint(-OFFSET_MS, OFFSET_MS)))
+               for ordinal in range(16)}
+    return Extra(offsets_ms=offsets, forge=rng.choice((0.0, 0.0, 0.05, 0.2)))
+
+
+class HardSim(runner.Sim):
+    """``runner.Sim`` with Lease times, per-pod clock offsets and forged reports.
+
+    The operator sees each live Lease renewed at every round (``renewTime`` on the pod's
+    own clock); a cut-off pod's Lease keeps the version of its last renewal. The step
+    alone decides when that is too old (``control.liveness``), from when it observed it;
+    the simulator only stops waiting for the cut-off member in a KIP-415 rejoin.
+    """
+
+    def __init__(self, config: runner.Config, scenario: scenarios.Scenario,
+                 extra: Extra) -> None:
+        super().__init__(config, scenario)
+        self.extra = extra
+        self.forge_rng = random.Random(f"forge-{config.seed}")
+        self.cut_at: dict[ids.WorkerId, int] = {}
+        """pod → when its current partition began (valid while it is partitioned)."""
+        self.cuts: dict[ids.WorkerId, int] = {}
+        self.wakes: set[int] = set()
+        self.hidden: dict[ids.WorkerId, model.Member] = {}
+        self.forged: list[tuple[int, str, str]] = []
+        """(time, forger, resource) of every forged claim sent."""
+        self.handlers["wake"] = self._wake
+
+    def _apply_step(self, step: scenarios.Step) -> ids.WorkerId | None:
+        touched = super()._apply_step(step)
+        if step.action is A.PARTITION:
+            name = ids.WorkerId(f"{self.config.group}-{step.pod}")
+            pod = self.pods.get(name)
+            if pod is not None and pod.partitioned and pod.partitions != self.cuts.get(name):
+                self.cuts[name] = pod.partitions
+                self.cut_at[name] = self.clock.now_ms
+                self._trigger()  # the operator's watch sees the Lease's last version
+        return touched
+
+    def _inputs(self) -> control.Inputs:
+        inputs = super()._inputs()
+        now = self.clock.now_ms
+        leases = []
+        for lease in inputs.leases:
+            pod = self.pods.get(ids.WorkerId(lease.member))
+            offset = self.extra.offsets_ms.get(pod.ordinal, 0) if pod is not None else 0
+            # A cut-off pod's Lease keeps the version of its last renewal.
+            renewed = self.cut_at.get(pod.name, now) if pod is not None and pod.alive \
+                and pod.partitioned else now
+            leases.append(dataclasses.replace(
+                lease, renew_ms=renewed + offset, duration_s=self.lat.lease_ms // 1000))
+        group = dataclasses.replace(inputs.group, lease_duration_s=self.lat.lease_ms // 1000,
+                                    clock_skew_s=self.lat.skew_ms // 1000)
+        return dataclasses.replace(inputs, leases=leases, group=group)
+
+    def _round(self, epoch: int) -> None:
+        super()._round(epoch)
+        if epoch != self.operator_epoch or not self.operator_up:
+            return
+        # Run again when a cut-off member's Lease expires (the step's wake_at_ms).
+        window = self.lat.lease_ms + self.lat.skew_ms
+        for name in self.cut_at:
+            pod = self.pods.get(name)
+            if pod is None or not pod.alive or not pod.partitioned:
+                continue
+            seen = self.memory.observed.get(views.configmap_name(name))
+            due = None if seen is None else seen[1] + window
+            if due is not None and due >= self.clock.now_ms and due not in self.wakes:
+                self.wakes.add(due)
+                self.clock.at(due, "wake", self.operator_epoch)
+
+    def _wake(self, epoch: int) -> None:
+        if epoch == self.operator_epoch:
+            self._trigger()
+
+    def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        # No removal: the operator's liveness rule declares it. A KIP-415 leader stops
+        # waiting for it in the rejoin barrier (Kafka's session timeout).
+        pod = self._cut(name, token, cut)
+        if pod is not None and name in self.visible:
+            self.hidden[name] = self.visible.pop(name)
+            self.visible_epochs.pop(name, None)
+            self._trigger()
+
+    def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member,
+                member_epoch: int) -> None:
+        if self._pod(name, token) is not None:
+            self.hidden.pop(name, None)
+        super()._report(name, token, seq, member, member_epoch)
+
+    def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
+        hidden = self.hidden.pop(name, None)
+        if hidden is not None and name not in self.visible:
+            self.visible[name] = hidden
+        super()._gone(name, incarnation)
+
+    def _left(self, name: ids.WorkerId, incarnation: str) -> None:
+        hidden = self.hidden.pop(name, None)
+        if hidden is not None and name not in self.visible:
+            self.visible[name] = hidden
+        super()._left(name, incarnation)
+
+    def _send_report(self, pod: runner._Pod, member: model.Member | None = None,
+                     member_epoch: int = 0) -> None:
+        if (member is not None and self.extra.forge and not pod.partitioned
+                and self.forge_rng.random() < self.extra.forge):
+            theirs = sorted(r for p in self.pods.values() if p.alive and p is not pod
+                            for r in p.running if r not in self.configured.connectors)
+            if theirs:
+                claimed = self.forge_rng.sample(theirs, min(len(theirs),
+                                                            self.forge_rng.randint(1, 2)))
+                for resource in claimed:
+                    self.forged.append((self.clock.now_ms, str(pod.name), resource))
+                member = dataclasses.replace(member, owned=member.owned.union(
+                    model.ConnectorsAndTasks(frozenset(), frozenset(claimed))))
+        super()._send_report(pod, member, member_epoch)
+
+
+def run_hard(seed: int, *, families: int = 2) -> Outcome:
+    """Run hard chaos seed ``seed`` and check it (final state and the event log).
+
+    ``families=1``: the first version of the draw (no clock offsets, no forged reports,
+    departures removed by the simulator at lease + margin).
+    """
     config, scenario = draw_hard(seed)
-    result = runner.simulate(config, scenario)
+    if families >= 2:
+        result = HardSim(config, scenario, draw_extra(seed)).run()
+    else:
+        result = runner.simulate(config, scenario)
     problems = check(result)
     problems += check_log(result.events, last_fault_ms=result.last_fault_ms,
                           delay_ms=config.delay_ms, end_ms=result.end_ms)
