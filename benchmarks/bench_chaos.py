@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--count", type=int, default=100_000, help="number of runs")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--failures", type=Path, default=Path("chaos-failures.txt"),
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="worker processes (default: up to 2)")
+    parser.add_argument("--failures", type=Path,
+                        default=Path(tempfile.gettempdir()) / "kooper-chaos-failures.txt",
                         help="file to write every failing seed and its violations to")
     parser.add_argument("--show", type=int, default=20, help="failing seeds to print")
     parser.add_argument("--progress", type=int, default=0,

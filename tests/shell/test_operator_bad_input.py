@@ -98,12 +98,15 @@ def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(
     fleet.add("w-1")
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
     theirs = next(iter(fleet.owned()["w-0"].tasks))
+    before = fleet.members["w-1"].history[-1].generation
     fleet.members["w-1"].extra_claims = model.ConnectorsAndTasks.of(tasks=[theirs])
     fleet.push_report("w-1")
     event = wait_for(lambda: events(emulated, "UnknownClaim"), what="event")[0]
     assert theirs in event["message"]
-    # The claim is revoked from the claimant only: the task's owner keeps it.
-    wait_for(lambda: any(theirs in doc.revoked for doc in fleet.members["w-1"].history),
+    # The claim is revoked from the claimant only (a newer document without it: the
+    # assigned set is a full replacement); the task's owner keeps it.
+    wait_for(lambda: any(doc.generation > before and theirs not in doc.assigned
+                         for doc in fleet.members["w-1"].history),
              what="revoked from the claimant")
     assert not any(theirs in doc.revoked for doc in fleet.members["w-0"].history)
     fleet.members["w-1"].extra_claims = model.EMPTY

@@ -4,9 +4,9 @@ never given (``UnknownClaim``), as (reason, message) pairs and once-per-subject 
 A report never takes work from another member. A member that claims a resource the
 previous round assigned to another live member (``foreign``) does not contest it:
 the claim is left out of the snapshot, so the assignor keeps the resource with its
-rightful owner, and the reporter alone gets a document without it (its assigned set
-is a full replacement, so an SDK worker that did start it stops it), listing it as
-revoked (``revoke_foreign``). Only a claim on work nobody else holds counts as held
+rightful owner, and the reporter alone gets a newer document without it (its
+assigned set is a full replacement, so an SDK worker that did start it stops it;
+``revoke_foreign``). Only a claim on work nobody else holds counts as held
 by the reporter: the round revokes it from the reporter before anyone else gets it.
 """
 
@@ -48,7 +48,8 @@ def unknown(members: Mapping[ids.WorkerId, model.Member], *,
 
 
 def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
-            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False
+            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False,
+            assigned_at: Mapping[ids.WorkerId, int] | None = None
             ) -> tuple[dict[ids.WorkerId, model.Member], dict[ids.WorkerId,
                                                              model.ConnectorsAndTasks]]:
     """The members as the assignor should see them, and each member's foreign claims.
@@ -57,7 +58,11 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
     that is still a member (reporting): the reporter's report loses it. After a
     KIP-415 leader forgot the assignments (``forgotten``: it adopts what members
     report), every unknown claim is foreign: the ConfigMaps say what each member was
-    given, and a claim beyond that must not become the claimant's assignment.
+    given, and a claim beyond that must not become the claimant's assignment. So is
+    every unknown claim in a report that acknowledges the member's latest document
+    (``assigned_at``): an SDK worker reports a generation only once it stopped all that
+    document does not assign, so such a claim is false, and waiting for it to be
+    let go would wait forever.
     """
     if not claims:
         return dict(members), {}
@@ -74,13 +79,19 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
                 theirs[resource] = owner
     seen = dict(members)
     found: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    latest = assigned_at or {}
     for member_id, resources in sorted(claims.items()):
+        reporter = members[member_id]
+        if reporter.generation >= latest.get(member_id, reporter.generation + 1):
+            found[member_id] = resources
+            seen[member_id] = dataclasses.replace(reporter,
+                                                  owned=reporter.owned.difference(resources))
+            continue
         taken = model.ConnectorsAndTasks(
             frozenset(r for r in resources.connectors if theirs.get(r, member_id) != member_id),
             frozenset(r for r in resources.tasks if theirs.get(r, member_id) != member_id))
         if taken:
             found[member_id] = taken
-            reporter = members[member_id]
             seen[member_id] = dataclasses.replace(reporter,
                                                   owned=reporter.owned.difference(taken))
     return seen, found
@@ -88,7 +99,7 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
 
 def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Plan:
     """``plan`` where each member with foreign claims not answered yet (``done``) gets a
-    new document that revokes them (and assigns what the plan gives it)."""
+    new document: what the plan gives it, without them (a full replacement)."""
     due = {m: r for m, r in found.items()
            if m in plan.members and r.difference(done.get(m, model.EMPTY))}
     if not due:
@@ -99,12 +110,12 @@ def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Pl
     generation = plan.state.generation + 1 if rewrite else plan.state.generation
     members = dict(plan.members)
     assigned_at = dict(plan.state.assigned_at)
-    for member, resources in due.items():
+    for member in due:
         part = members[member]
         gen = generation if member in rewrite else part.generation
-        # (What this round gives the claimant anyway, with a new epoch, is not revoked.)
-        members[member] = model.MemberPlan(
-            part.assigned, part.revoked.union(resources.difference(part.assigned)), gen)
+        # The claims are not listed as revoked: a document's revoked set is restored as
+        # work the member may still hold (``state.restore``), which a forged claim is not.
+        members[member] = model.MemberPlan(part.assigned, part.revoked, gen)
         assigned_at[member] = gen
     return dataclasses.replace(
         plan, members=members, changed=plan.changed | frozenset(due),

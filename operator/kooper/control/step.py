@@ -239,7 +239,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                              caches=caches)
     seen_members, foreign = claims.foreign(unknown, members=found.members,
                                            assigned=previous.assignments,
-                                           forgotten=previous.forgotten)
+                                           forgotten=previous.forgotten,
+                                           assigned_at=previous.assigned_at)
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
     last = memory.last_plan
@@ -359,9 +360,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             continue
         known = given.get(member)
         had = known[1] if known is not None and known[0] == message.incarnation else model.EMPTY
-        # A foreign claim revoked here was never given: it stays an unknown claim.
-        given[member] = (message.incarnation, had.union(message.assigned).union(
-            message.revoked.difference(d.foreign.get(member, model.EMPTY))))
+        given[member] = (message.incarnation,
+                         had.union(message.assigned).union(message.revoked))
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
     for name in restarted:
