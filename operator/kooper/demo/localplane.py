@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import pathlib
 import subprocess
 import sys
@@ -72,6 +73,16 @@ def install_crds(handle: host.Handle) -> None:
             raise pods.DemoError(f"kubectl {argv[0]} crds/: {done.stderr.strip()}")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def local_cluster(out: pathlib.Path, *, cluster_dir: pathlib.Path | None,
                   progress: Callable[[str], None]) -> Iterator[host.Handle]:
@@ -85,10 +96,16 @@ def local_cluster(out: pathlib.Path, *, cluster_dir: pathlib.Path | None,
         yield handle
         return
     bins = binaries_or_hint()
+    state = out.resolve() / "cluster"
+    running = host.read_handle(state)
+    if running is not None and _alive(running.pid):
+        raise pods.DemoError(f"a local cluster already runs in {state} (another kooper demo "
+                             f"--keep?): stop it, or use it with --cluster-dir {state}")
+    host.clean(state)  # what a killed earlier demo left: etcd data of another cluster
     progress("  starting the local control plane (etcd, kube-apiserver, "
              "kube-controller-manager, the kubelet stand-in)")
     started = time.monotonic()
-    handle = host.start(out.resolve() / "cluster", bin_dir=bins)
+    handle = host.start(state, bin_dir=bins)
     try:
         progress(f"  local cluster at {handle.server} ({time.monotonic() - started:.0f} s)")
         install_crds(handle)
