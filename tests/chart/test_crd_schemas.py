@@ -190,6 +190,7 @@ def test_every_cel_rule_has_a_message_and_compiles(crds):
         "WorkerGroup:spec",
         "WorkerGroup:spec.selector",
         "WorkerGroup:spec.scheduledRebalanceMaxDelay",
+        "WorkerGroup:spec.balancing.maxMovesPerRound",
         "Connector:spec.workerGroup",
         "Connector:spec.tasksMax",
         "Connector:spec.config",

@@ -117,6 +117,9 @@ class Memory:
     """Reassignment was held last round (``control.rails``)."""
     hold_released: str = ""
     """The ``kooper.dev/release-hold`` value acted on."""
+    paced: int = 0
+    """Balancing moves the last paced round left for later (``control.pacing``; shown in
+    status, not persisted)."""
     """Connectors left out because no document with them fits (``control.containment``)."""
     """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
 

@@ -75,6 +75,10 @@ class Metrics:
     rejected_resources: int = 0
     """Instances and tasks of connectors left unassigned because no document with them
     fits (``control.containment``; a gauge)."""
+    balancing_deferred: int = 0
+    """Balancing revocations held back this round (``control.pacing``; a counter)."""
+    balancing_pending: int = 0
+    """Balancing moves left for later rounds (``control.pacing``; a gauge)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

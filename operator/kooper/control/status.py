@@ -88,6 +88,10 @@ class GroupFacts:
     """(reason, message) pairs of bad input seen this round."""
     pending: tuple[ids.WorkerId, ...] = ()
     """Members that have not yet applied their latest assignment."""
+    paced: int = 0
+    """Balancing moves left for later rounds by ``spec.balancing.maxMovesPerRound``."""
+    max_moves: int = 0
+    """That cap in resources for this group now (``control.pacing.cap``)."""
 
 
 def group_conditions(facts: GroupFacts) -> list[Condition]:
@@ -96,9 +100,11 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
     unassigned = plan.unassigned
     members = len(facts.snapshot.members)
     delay = plan.state.delay
+    paced = (f"; {facts.paced} more move(s) wait for later rounds (at most "
+             f"{facts.max_moves} per round)" if facts.paced else "")
     if plan.revoking:
         rebalancing = Condition("Rebalancing", True, "RevokingForBalance",
-                                "members are stopping work that moves elsewhere")
+                                "members are stopping work that moves elsewhere" + paced)
     elif delay is not None:
         rebalancing = Condition(
             "Rebalancing", True, "DelayScheduled",
@@ -109,7 +115,8 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
         rebalancing = Condition(
             "Rebalancing", True, "RevocationsBackingOff",
             f"consecutive revoking rounds: balancing revocations wait "
-            f"{(backoff.remaining_ms(plan.state.backoff, facts.now_ms) + 999) // 1000}s",
+            f"{(backoff.remaining_ms(plan.state.backoff, facts.now_ms) + 999) // 1000}s"
+            + paced,
         )
     elif facts.pending:
         rebalancing = Condition(
@@ -188,6 +195,8 @@ def group_status(
             "lost": len(plan.state.lost_resources()),
             "candidates": list(delay.candidates),
         }
+    if facts.paced:
+        status["balancing"] = {"pendingMoves": facts.paced, "maxMovesPerRound": facts.max_moves}
     held_back = plan.state.backoff
     if backoff.remaining_ms(held_back, facts.now_ms) and held_back.held_until_ms is not None:
         status["revocationBackoff"] = {

@@ -47,6 +47,7 @@ from kooper.control import (
     events,
     failures,
     liveness,
+    pacing,
     rails,
     restarts,
     rollout,
@@ -160,6 +161,7 @@ class _Decision:
     """Every Connector of the group, rejected ones included (``inputs`` lacks those)."""
     rejected: Mapping[str, tuple[object, str]]
     hold: rails.Hold
+    paced: pacing.Pacing
     terminating: departures.Seen = frozenset()
     foreign: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
         default_factory=dict)
@@ -259,7 +261,10 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     plan = assignor.plan(snap, rails.planning_state(previous, hold, now_ms=now_ms,
                                                     delay_ms=group.settings.max_delay_ms),
                          now_ms=now_ms, configured=configured, cache=caches.assignor)
-    if foreign:
+    plan, paced = pacing.pace(plan, previous, snap, configured=configured,
+                              limit=group.max_moves_per_round, pending=memory.paced,
+                              exempt={member for member, _ in seen})
+    if foreign:  # after pacing: these members must be rewritten whatever pacing left
         plan = claims.revoke_foreign(plan, foreign, done=memory.revoked_claims)
     out = events.Recorder(memory.reported)
     for member, how in sorted(inputs.edits.items()):
@@ -279,7 +284,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
         judged=judged, observed=observed, every=every, rejected=rejected, hold=hold,
-        terminating=seen, foreign=foreign,
+        terminating=seen, foreign=foreign, paced=paced,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -344,7 +349,10 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                                 + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "")))
     facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=d.now_ms,
                               pods_matched=len(d.found.pods), problems=problems,
-                              pending=pending)
+                              pending=pending, paced=d.paced.pending,
+                              max_moves=pacing.cap(group.max_moves_per_round,
+                                                   len(d.snap.connectors)
+                                                   + sum(d.snap.connectors.values())))
     gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
     raise_first = epochs.unpersisted(memory)
     owners = d.pod_owners
@@ -393,6 +401,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
         hold_released=group.release_hold if d.hold.released else memory.hold_released,
+        paced=d.paced.pending,
     )
     return Step(
         memory=next_memory,
@@ -404,6 +413,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                            generation=group.generation, member_epoch=member_epoch),
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
+                *pacing.paced_event(d.paced, group.max_moves_per_round),
                 *out.events, *(
             events.Event("ConnectorRejected", why, warning=True, connector=name)
             for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),
@@ -411,6 +421,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                         ignored_leases=sum(1 for i in d.found.issues
                                            if i.reason == "LeaseIdentityMismatch"),
                         connector_restarts=len(restarted), failed_resources=len(failing),
+                        balancing_deferred=d.paced.deferred,
+                        balancing_pending=d.paced.pending,
                         rejected_resources=sum(
                             1 + (0 if c.state == "stopped" else c.tasks_max)
                             for c in d.every if c.name in d.rejected),

@@ -140,6 +140,8 @@ class GroupView:
     """``spec.rails.maxDepartedFraction`` (``control.rails``)."""
     release_hold: str = ""
     """The ``kooper.dev/release-hold`` annotation (``control.rails``)."""
+    max_moves_per_round: int | str = defaults.BALANCING_MAX_MOVES_PER_ROUND
+    """``spec.balancing.maxMovesPerRound`` (``control.pacing``): a count or ``"25%"``."""
 
 
 def parse_group(body: Mapping[str, Any]) -> GroupView:
@@ -168,6 +170,8 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         max_departed_fraction=_fraction((spec.get("rails") or {}).get("maxDepartedFraction")
                                         if isinstance(spec.get("rails"), Mapping) else None),
         release_hold=str((meta.get("annotations") or {}).get("kooper.dev/release-hold", "")),
+        max_moves_per_round=_moves((spec.get("balancing") or {}).get("maxMovesPerRound")
+                                   if isinstance(spec.get("balancing"), Mapping) else None),
         status=dict(body.get("status") or {}),
     )
 
@@ -360,6 +364,15 @@ def _fraction(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
         return float(value)
     return defaults.RAILS_MAX_DEPARTED_FRACTION
+
+
+def _moves(value: object) -> int | str:
+    """A valid ``maxMovesPerRound`` (a count >= 1, or "1%".."100%"); else the default."""
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit() \
+            and 1 <= int(value[:-1]) <= 100:
+        return value
+    count = _int(value, 0)
+    return count if count >= 1 else defaults.BALANCING_MAX_MOVES_PER_ROUND
 
 
 def _int(value: object, default: int) -> int:

@@ -33,3 +33,6 @@ AUTO_RESTART_MAX_BACKOFF_S = 600
 RAILS_MAX_DEPARTED_FRACTION = 1.0
 """``WorkerGroup.spec.rails.maxDepartedFraction``: hold reassignment while more than this
 fraction of the members that held work are gone at once (1: never hold)."""
+BALANCING_MAX_MOVES_PER_ROUND = "25%"
+"""``WorkerGroup.spec.balancing.maxMovesPerRound``: at most this many resources revoked for
+balance in one round, a count or a percentage of the group's resources (``control.pacing``)."""

@@ -179,6 +179,7 @@ def forget_group(group: str) -> None:
         with contextlib.suppress(KeyError):
             MEMBERS.remove(group, protocol)
     forget_failures(group)
+    forget_pacing(group)
 
 
 
@@ -215,3 +216,28 @@ def forget_failures(group: str) -> None:
     for trigger in _TRIGGERS:
         with contextlib.suppress(KeyError):
             RESOURCE_RESTARTS.remove(group, trigger)
+
+
+# --- pacing balancing moves (control.pacing) ----------------------------------------
+
+BALANCING_DEFERRED = _counter(
+    "kooper_balancing_deferred_resources_total",
+    "Balancing revocations held back by spec.balancing.maxMovesPerRound (they move in a "
+    "later round)")
+BALANCING_PENDING = _gauge(
+    "kooper_balancing_pending_resources",
+    "Balancing moves left for later rounds by spec.balancing.maxMovesPerRound")
+
+
+def observe_pacing(group: str, *, deferred: int, pending: int) -> None:
+    """The pacing counter and gauge after a round."""
+    if deferred:
+        BALANCING_DEFERRED.labels(group).inc(deferred)
+    BALANCING_PENDING.labels(group).set(pending)
+
+
+def forget_pacing(group: str) -> None:
+    """Drop a deleted group's pacing series."""
+    for metric in (BALANCING_DEFERRED, BALANCING_PENDING):
+        with contextlib.suppress(KeyError):
+            metric.remove(group)

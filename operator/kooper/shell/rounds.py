@@ -323,6 +323,8 @@ class GroupRunner:
         metrics.observe_failures(self.key, failed=decided.metrics.failed_resources,
                                  restarts=decided.metrics.resource_restarts,
                                  rejected=decided.metrics.rejected_resources)
+        metrics.observe_pacing(self.key, deferred=decided.metrics.balancing_deferred,
+                               pending=decided.metrics.balancing_pending)
         by_name = {c.name: c for c in decided.connectors.connectors} if decided.connectors \
             else {}
         for event in decided.events:
