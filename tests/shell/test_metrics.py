@@ -107,6 +107,8 @@ def test_a_round_sets_namespace_and_workergroup_labels_and_every_gauge():
     deadline = get("kooper_delay_deadline_timestamp_seconds")
     assert deadline == pytest.approx(before + (delay.deadline_ms - 2_000) / 1000, abs=60)
     assert get("kooper_last_round_timestamp_seconds") >= before
+    assert get("kooper_unplanned_departure_grace_seconds") == \
+        snapshot.settings.max_delay_ms / 1000  # nothing learned: the whole delay
 
 
 def test_a_deleted_group_leaves_no_series_behind():

@@ -40,7 +40,10 @@ def test_rolling_restart_under_kooper_never_pauses_undisturbed_pods_and_beats_ea
     assert eager.undisturbed_pause_ms > 0
     assert kooper.total_pause_ms < eager.total_pause_ms
     assert kooper.overlaps == eager.overlaps == 0
-    assert kooper.moves == 0  # every killed pod gets its own work back
+    # The first killed pods get their own work back (returning identity); once two
+    # returns are known to take longer than two handoffs, a kill moves at once
+    # (``control.adaptive``) and balancing gives some back when the pod returns.
+    assert kooper.moves <= kooper.resources
 
 
 def test_every_scenario_ends_with_everything_running_once_and_balanced():

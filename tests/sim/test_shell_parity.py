@@ -107,7 +107,8 @@ def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
             writes.append(("status", state.encode(write.status.state,
                                                   owners=write.status.owners,
                                                   member_epoch=write.status.member_epoch,
-                                                  epoch_floor=write.status.epoch_floor)))
+                                                  epoch_floor=write.status.epoch_floor,
+                                                  learned=write.status.learned)))
     return writes
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from kooper.control import events, failures, liveness, restarts, snapshot, state, views
+from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, state, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -120,6 +120,13 @@ class Memory:
     paced: int = 0
     """Balancing moves the last paced round left for later (``control.pacing``; shown in
     status, not persisted)."""
+    learned: adaptive.Learned = dataclasses.field(default_factory=adaptive.Learned)
+    """Observed returns and handoffs (``control.adaptive``; ``status.state.adaptive``)."""
+    handing: Mapping[ids.WorkerId, tuple[int, int, str]] = dataclasses.field(
+        default_factory=dict)
+    """member → (generation, when written, incarnation) of a document that newly assigned
+    it work and that it has not reported applying yet (a handoff being timed; not persisted: a
+    restarted leader loses those samples, nothing else)."""
     """Connectors left out because no document with them fits (``control.containment``)."""
     """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
 
@@ -190,7 +197,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
         epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
-        persisted_epochs=state.persisted_epochs(group.status.get("state")))
+        persisted_epochs=state.persisted_epochs(group.status.get("state")),
+        learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")))
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

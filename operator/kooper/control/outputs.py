@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kooper.control import failures, restarts, status, views
+from kooper.control import adaptive, failures, restarts, status, views
 from kooper.control.inputs import Owner
 from kooper.core import ids, model
 from kooper.protocol import messages
@@ -31,12 +31,19 @@ class GroupStatus:
     """The largest membership epoch issued (``state.encode(member_epoch=)``)."""
     epoch_floor: int = 0
     """The largest per-resource epoch issued (``state.encode(epoch_floor=)``)."""
+    learned: adaptive.Learned = dataclasses.field(default_factory=adaptive.Learned)
+    """What the group learned (``state.encode(learned=)``)."""
+    adaptive_status: Mapping[str, Any] | None = None
+    """``status.adaptive`` (``control.adaptive.summary``; ``kooper`` policy only)."""
 
     def document(self, *, encoded: Mapping[str, Any], previous: Mapping[str, Any]
                  ) -> dict[str, Any]:
         """The whole status; conditions keep their times from ``previous``."""
-        return status.group_status(self.facts, state=encoded, generation=self.generation,
-                                   previous=previous)
+        document = status.group_status(self.facts, state=encoded, generation=self.generation,
+                                       previous=previous)
+        if self.adaptive_status is not None:
+            document["adaptive"] = dict(self.adaptive_status)
+        return document
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

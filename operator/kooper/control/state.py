@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kooper.control import adaptive
 from kooper.core import errors, ids, model
 from kooper.protocol import codec, messages
 
@@ -33,7 +34,7 @@ STATE_VERSION = 1
 def encode(
     state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None,
     owners: Mapping[str, tuple[str, str]] | None = None, member_epoch: int = 0,
-    epoch_floor: int = 0,
+    epoch_floor: int = 0, learned: adaptive.Learned | None = None,
 ) -> dict[str, Any]:
     """``status.state``: everything in ``state`` that the ConfigMaps do not hold.
 
@@ -83,11 +84,17 @@ def encode(
         # The last membership epoch issued: a new one is always larger, even for a member
         # whose ConfigMap (the only other place its epoch is written) was deleted.
         document["memberEpoch"] = member_epoch
+    if learned is not None and learned != adaptive.Learned():
+        # What the group learned of its returns and handoffs (``control.adaptive``).
+        document["adaptive"] = adaptive.encode(learned)
     if state.delay is not None:
         document["delay"] = {
             "deadlineMs": state.delay.deadline_ms,
             "candidates": list(state.delay.candidates),
         }
+        if state.delay.departures:
+            # ``kooper``: each lost origin's own deadline (``core.delays``).
+            document["delay"]["departures"] = dict(sorted(state.delay.departures.items()))
     return document
 
 
@@ -182,9 +189,13 @@ def restore(
     delay: model.Delay | None = None
     raw_delay = document.get("delay")
     if isinstance(raw_delay, Mapping) and isinstance(raw_delay.get("deadlineMs"), int):
+        departures = raw_delay.get("departures")
         delay = model.Delay(
             deadline_ms=raw_delay["deadlineMs"],
             candidates=tuple(ids.WorkerId(str(c)) for c in raw_delay.get("candidates") or ()),
+            departures={ids.WorkerId(str(m)): at for m, at in departures.items()
+                        if isinstance(at, int) and not isinstance(at, bool)}
+            if isinstance(departures, Mapping) else {},
         )
     incarnations = {
         ids.WorkerId(str(k)): str(v)

@@ -195,6 +195,14 @@ def group_status(
             "lost": len(plan.state.lost_resources()),
             "candidates": list(delay.candidates),
         }
+        if delay.departures:
+            lost = plan.state.lost
+            status["delay"]["departures"] = [{
+                "member": member,
+                "deadline": views.format_time(at),
+                "remainingSeconds": max(0, (at - facts.now_ms + 999) // 1000),
+                "lost": len(lost.get(member, model.EMPTY)),
+            } for member, at in sorted(delay.departures.items(), key=lambda e: (e[1], e[0]))]
     if facts.paced:
         status["balancing"] = {"pendingMoves": facts.paced, "maxMovesPerRound": facts.max_moves}
     held_back = plan.state.backoff

@@ -40,6 +40,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from kooper.control import (
+    adaptive,
     claims,
     containment,
     departures,
@@ -258,9 +259,19 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                     rejected=rejected, terminating=seen)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
-    plan = assignor.plan(snap, rails.planning_state(previous, hold, now_ms=now_ms,
-                                                    delay_ms=group.settings.max_delay_ms),
-                         now_ms=now_ms, configured=configured, cache=caches.assignor)
+    choice = adaptive.choose(memory.learned, max_delay_ms=group.settings.max_delay_ms)
+    if group.settings.policy is model.Policy.KOOPER and \
+            choice.grace_ms != group.settings.max_delay_ms:
+        # Not in ``key``: the grace only matters to a departure, which changes the key.
+        snap = dataclasses.replace(snap, grace_ms=choice.grace_ms)
+    planning = rails.planning_state(previous, hold, now_ms=now_ms,
+                                    delay_ms=group.settings.max_delay_ms)
+    if hold.held and planning.delay is not None and planning.delay.departures:
+        # A hold keeps every lost set waiting: none is released on its own deadline.
+        planning = dataclasses.replace(
+            planning, delay=dataclasses.replace(planning.delay, departures={}))
+    plan = assignor.plan(snap, planning, now_ms=now_ms, configured=configured,
+                         cache=caches.assignor)
     plan, paced = pacing.pace(plan, previous, snap, configured=configured,
                               limit=group.max_moves_per_round, pending=memory.paced,
                               exempt={member for member, _ in seen})
@@ -370,6 +381,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         had = known[1] if known is not None and known[0] == message.incarnation else model.EMPTY
         given[member] = (message.incarnation,
                          had.union(message.assigned).union(message.revoked))
+    learned, handing = _learn(d, failed)
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
     for name in restarted:
@@ -402,6 +414,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
         hold_released=group.release_hold if d.hold.released else memory.hold_released,
         paced=d.paced.pending,
+        learned=learned, handing=handing,
     )
     return Step(
         memory=next_memory,
@@ -410,7 +423,11 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         plan=plan, snapshot=snap, previous=previous,
         configmap_writes=writes,
         status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
-                           generation=group.generation, member_epoch=member_epoch),
+                           generation=group.generation, member_epoch=member_epoch,
+                           learned=learned, adaptive_status=adaptive.summary(
+                               learned, adaptive.choose(
+                                   learned, max_delay_ms=group.settings.max_delay_ms))
+                           if group.settings.policy is model.Policy.KOOPER else None),
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
                 *pacing.paced_event(d.paced, group.max_moves_per_round),
@@ -440,6 +457,37 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
             facts=facts, state=previous, owners=memory.pod_owners, generation=group.generation,
             member_epoch=raise_first[0], epoch_floor=raise_first[1]),
     )
+
+
+def _learn(d: _Decision, failed: frozenset[ids.WorkerId]
+           ) -> tuple[adaptive.Learned, Mapping[ids.WorkerId, tuple[int, int, str]]]:
+    """What this round observed of returns and handoffs (``control.adaptive``)."""
+    memory, snap, plan, now = d.memory, d.snap, d.plan, d.now_ms
+    max_delay = d.inputs.group.settings.max_delay_ms
+    learned = adaptive.returned(memory.learned, snap.members, now_ms=now,
+                                max_delay_ms=max_delay)
+    gone = memory.state.assignments.keys() - snap.members.keys()
+    if gone:
+        # Known-permanent departures (a scale-down) never return: they teach nothing.
+        learned = adaptive.departed(learned, sorted(
+            m for m in gone if not d.permanent.get(m)
+            or departures.planned(m, d.found.pods.get(m), d.terminating)), now_ms=now)
+    handing: dict[ids.WorkerId, tuple[int, int, str]] = {}
+    samples: list[int] = []
+    for member, (generation, at, incarnation) in memory.handing.items():
+        report = snap.members.get(member)
+        if report is None or report.incarnation != incarnation:
+            continue  # departed (or restarted) before it applied: no sample
+        if report.generation >= generation:
+            samples.append(now - at)
+        else:
+            handing[member] = (generation, at, incarnation)
+    learned = adaptive.handed_off(learned, samples)
+    for member in plan.newly_assigned:
+        if member not in failed and member not in handing:
+            handing[member] = (plan.members[member].generation, now,
+                               snap.members[member].incarnation)
+    return learned, handing
 
 
 def _on(members: frozenset[ids.WorkerId], plan: model.Plan, resources: frozenset[str]

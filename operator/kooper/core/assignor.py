@@ -319,7 +319,9 @@ class _Round:
             newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
         next_round_at: int | None
         if delay is not None:
-            delay_ms, next_round_at = max(0, delay.deadline_ms - self.now_ms), delay.deadline_ms
+            # Members are told the whole remaining delay; the leader plans again when the
+            # first lost set is due (``core.delays``: a deadline per departure).
+            delay_ms, next_round_at = max(0, delay.deadline_ms - self.now_ms), delay.next_ms()
         elif backoff.remaining_ms(held_back, self.now_ms):
             # Revocations held back (``core.backoff``): the round that may revoke is due then.
             delay_ms, next_round_at = backoff.remaining_ms(held_back, self.now_ms), (
@@ -468,10 +470,10 @@ class _Round:
             self._rule_returning_identity(lost, nxt_c, nxt)
             self._rule_permanent_departure(lost)
 
-        delay, candidate_grants = delays.resolve(
+        resolution = delays.resolve(
             lost=lost,
             previous=previous.delay,
-            departed_now=bool(self.departed),
+            departed=self.departed,
             max_delay_ms=self.snapshot.settings.max_delay_ms,
             now_ms=self.now_ms,
             policy=self.policy,
@@ -481,15 +483,16 @@ class _Round:
                 m for m in self.order
                 if not nxt_c.get(m) and not nxt.get(m) and not self.held[m]
             ] if lost else [],
+            grace_ms=self.snapshot.grace_ms,
         )
-        for member, resources in candidate_grants.items():
+        delay = resolution.delay
+        for member, resources in resolution.grants.items():
             nxt_c.edit(member).update(resources.connectors)
             nxt.edit(member).update(resources.tasks)
         released = model.EMPTY
-        if delay is None:
-            for resources in lost.values():
-                released = released.union(resources)
-            lost = {}  # placed this round: handed to candidates or balanced as free work
+        for origin in resolution.released:
+            # Placed this round: handed to candidates or balanced as free work.
+            released = released.union(lost.pop(origin))
         deferred = model.EMPTY
         for resources in lost.values():
             deferred = deferred.union(resources)

@@ -155,6 +155,10 @@ class Snapshot:
     rolling: bool = False
     """A rollout is in progress even if no live member is outdated (a pod on the
     update revision is starting): balancing revocations wait as well."""
+    grace_ms: int | None = None
+    """``kooper`` policy: how long the work of a member that departs *this round*
+    (unplanned) waits for it, at most ``settings.max_delay_ms`` (``control.adaptive``
+    decides it); None: the whole delay."""
 
     def configured(self) -> ConnectorsAndTasks:
         """Every resource the connectors want: instances and tasks."""
@@ -173,6 +177,16 @@ class Delay:
     deadline_ms: int
     candidates: tuple[ids.WorkerId, ...] = ()
     """Members that joined empty during the delay, in the order they became candidates."""
+    departures: Mapping[ids.WorkerId, int] = dataclasses.field(default_factory=dict)
+    """``kooper`` policy: each lost origin's own deadline (its departure plus its grace,
+    ``core.delays``), never after ``deadline_ms``; an origin not here waits until
+    ``deadline_ms``. Always empty under ``kip415`` (one deadline for all, as the KIP)."""
+
+    def next_ms(self) -> int:
+        """When the next lost set is due: the earliest deadline still pending."""
+        if not self.departures:
+            return self.deadline_ms
+        return min(self.deadline_ms, *self.departures.values())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

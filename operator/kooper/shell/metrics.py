@@ -90,6 +90,10 @@ IMBALANCE = _gauge("kooper_imbalance_resources", "Max minus min resources per me
 DELAY_REMAINING = _gauge(
     "kooper_delay_remaining_seconds",
     "Seconds until the scheduled rebalance, as of the last round (0: none)")
+GRACE = _gauge(
+    "kooper_unplanned_departure_grace_seconds",
+    "How long the work of a member departing unplanned now waits for it (control.adaptive: "
+    "the configured delay while learning, 0 when moving at once is cheaper)")
 DELAY_DEADLINE = _gauge(
     "kooper_delay_deadline_timestamp_seconds",
     "Unix time the scheduled rebalance is due (0: none); in the past means overdue")
@@ -117,7 +121,7 @@ BAD_INPUT = Counter("kooper_bad_inputs_total", "Bad input noticed, by reason", [
 _PER_GROUP: tuple[PerGroup[Counter] | PerGroup[Gauge] | PerGroup[Histogram], ...] = (
     ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ROUND_ERRORS, CONNECTOR_RESTARTS, FENCED,
     PENDING, ASSIGNED, UNASSIGNED, LOST_NOW, IMBALANCE, DELAY_REMAINING, DELAY_DEADLINE,
-    LAST_ROUND, GENERATION, COMPUTE, LATENCY, IGNORED_LEASES,
+    LAST_ROUND, GENERATION, COMPUTE, LATENCY, IGNORED_LEASES, GRACE,
 )
 _PROTOCOLS = ("compatible", "eager")
 
@@ -168,6 +172,8 @@ def observe_round(
     DELAY_REMAINING.labels(group).set(remaining)
     DELAY_DEADLINE.labels(group).set(wall + (delay.deadline_ms - now_ms) / 1000 if delay else 0)
     LAST_ROUND.labels(group).set(wall)
+    grace = snapshot.grace_ms if snapshot.grace_ms is not None else snapshot.settings.max_delay_ms
+    GRACE.labels(group).set(max(0, grace) / 1000)
 
 
 def forget_group(group: str) -> None:

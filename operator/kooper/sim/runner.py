@@ -25,7 +25,7 @@ import gc
 import random
 from collections.abc import Callable, Mapping
 
-from kooper.control import modelled, state, views
+from kooper.control import adaptive, modelled, state, views
 from kooper.control import step as control
 from kooper.core import assignor, defaults, ids, model
 from kooper.core import events as ev
@@ -178,6 +178,7 @@ class Sim:
         self.persisted_owners: Mapping[str, control.Owner] = {}
         self.persisted_member_epoch = 0
         self.persisted_epoch_floor = 0
+        self.persisted_learned = adaptive.Learned()
         self.written: dict[ids.WorkerId, messages.Assignment] = {}
         """member -> the document in its ConfigMap."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -792,6 +793,7 @@ class Sim:
             self.persisted_owners = write.status.owners
             self.persisted_member_epoch = write.status.member_epoch
             self.persisted_epoch_floor = write.status.epoch_floor
+            self.persisted_learned = write.status.learned
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
@@ -832,7 +834,8 @@ class Sim:
         self.operator_up = True
         status = {"state": state.encode(self.persisted, owners=self.persisted_owners,
                                         member_epoch=self.persisted_member_epoch,
-                                        epoch_floor=self.persisted_epoch_floor)}
+                                        epoch_floor=self.persisted_epoch_floor,
+                                        learned=self.persisted_learned)}
         group = modelled.group(self.config.group, self.settings, status=status)
         configmaps = {str(name): self._configmap(message)
                       for name, message in self.written.items()}
