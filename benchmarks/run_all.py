@@ -18,6 +18,7 @@ BENCHMARKS = (
     "bench_chaos.py",
     "bench_chaos_real.py",
     "bench_rollout.py",
+    "bench_grace.py",
     "bench_operator.py",
     "bench_analytics.py",
 )

@@ -69,7 +69,8 @@ class Group:
         if decided.status is not None:
             self.status = {"state": state.encode(decided.status.state,
                                                  owners=decided.status.owners,
-                                                 learned=decided.status.learned)}
+                                                 learned=decided.status.learned,
+                                                 terminating=decided.status.terminating)}
         if decided.plan is not None:
             self.last = decided
         return decided
@@ -165,3 +166,26 @@ def test_kip415_keeps_one_deadline_for_every_departure_as_the_kip_says():
     group.settle(T0 + DELAY)
     held = group.holders()
     assert all(r in held for r in (*w2, *w3)), "KIP-415: all lost work goes at the deadline"
+
+
+def test_a_pod_seen_terminating_before_an_operator_restart_still_leaves_as_planned():
+    """The fact that makes a departure planned is persisted (``status.state.terminating``):
+    a leader that restarts after seeing the pod terminate, while the pod goes away, hands
+    its work over at once instead of waiting for the pod."""
+    group, _, w3 = formed(model.Policy.KOOPER)
+    terminating = group.inputs()
+    terminating = dataclasses.replace(terminating, pods=[
+        dataclasses.replace(p, deleting=p.name == "w3") for p in terminating.pods])
+    seen = control.step(terminating, group.memory, now_ms=T0)
+    assert seen.status is not None, "a pod starting to terminate is a round: it is persisted"
+    assert {m for m, _ in seen.status.terminating} == {"w3"}
+    group.memory = seen.memory
+    group.status = {"state": state.encode(seen.status.state, owners=seen.status.owners,
+                                          terminating=seen.status.terminating)}
+    group.restart_operator()
+    del group.members[W("w3")]  # the worker left and the pod is gone by the next round
+    group.settle(T0 + 5_000)
+    held = group.holders()
+    assert all(r in held for r in w3), "planned: handed over at once, not waiting for w3"
+    assert group.memory.state.delay is None
+    assert group.memory.terminating == frozenset()  # forgotten once handled

@@ -108,7 +108,8 @@ def sim_writes(decided: control.Step) -> list[tuple[str, Any]]:
                                                   owners=write.status.owners,
                                                   member_epoch=write.status.member_epoch,
                                                   epoch_floor=write.status.epoch_floor,
-                                                  learned=write.status.learned)))
+                                                  learned=write.status.learned,
+                                                  terminating=write.status.terminating)))
     return writes
 
 

@@ -16,9 +16,11 @@ for the scheduled-rebalance delay. The barrier is the one of every departure: it
 work is free only once the member is no longer live (its Lease deleted or expired),
 so nothing is started elsewhere before its stop is acknowledged.
 
-An operator that restarts between seeing the pod terminate and seeing the member
-depart does not know the departure was planned: it treats it as unplanned (the
-delay and returning identity), which is today's behaviour, never a double run.
+What was seen is persisted (``status.state.terminating``: a pod starting to terminate
+is a round of its own), so an operator that restarts between seeing the pod terminate
+and seeing the member depart still judges the departure planned. One that never saw
+it (it was down for the whole graceful stop) treats it as unplanned (the delay and
+returning identity, ``control.adaptive``'s grace), never a double run.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ class Memory:
     """Absent members already judged (permanently departed, or leaving on purpose: True)."""
     terminating: frozenset[tuple[str, str]] = frozenset()
     """(member, pod uid) of live members whose pod was seen terminating
-    (``control.departures``; not persisted: a restarted operator judges such a
-    departure unplanned)."""
+    (``control.departures``; persisted in ``status.state.terminating``, so a restarted
+    operator still judges such a departure planned)."""
     configmaps: frozenset[ids.WorkerId] = frozenset()
     """Members whose ConfigMap this operator wrote and has not deleted."""
     restarts_done: restarts.Done = dataclasses.field(default_factory=dict)
@@ -198,7 +198,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
         member_epochs=epochs, member_epoch=result.member_epoch,
         epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
         persisted_epochs=state.persisted_epochs(group.status.get("state")),
-        learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")))
+        learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
+        terminating=state.restore_terminating(group.status.get("state")))
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

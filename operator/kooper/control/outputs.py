@@ -33,6 +33,8 @@ class GroupStatus:
     """The largest per-resource epoch issued (``state.encode(epoch_floor=)``)."""
     learned: adaptive.Learned = dataclasses.field(default_factory=adaptive.Learned)
     """What the group learned (``state.encode(learned=)``)."""
+    terminating: frozenset[tuple[str, str]] = frozenset()
+    """Members whose pod was seen terminating (``state.encode(terminating=)``)."""
     adaptive_status: Mapping[str, Any] | None = None
     """``status.adaptive`` (``control.adaptive.summary``; ``kooper`` policy only)."""
 

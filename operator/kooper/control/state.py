@@ -35,6 +35,7 @@ def encode(
     state: model.PlanState, *, previous: tuple[model.PlanState, Mapping[str, Any]] | None = None,
     owners: Mapping[str, tuple[str, str]] | None = None, member_epoch: int = 0,
     epoch_floor: int = 0, learned: adaptive.Learned | None = None,
+    terminating: Iterable[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """``status.state``: everything in ``state`` that the ConfigMaps do not hold.
 
@@ -84,6 +85,11 @@ def encode(
         # The last membership epoch issued: a new one is always larger, even for a member
         # whose ConfigMap (the only other place its epoch is written) was deleted.
         document["memberEpoch"] = member_epoch
+    seen = sorted(terminating)
+    if seen:
+        # (member, pod uid) of members whose pod was seen terminating (``control.departures``):
+        # a restarted leader still knows their departure is planned.
+        document["terminating"] = [[member, uid] for member, uid in seen]
     if learned is not None and learned != adaptive.Learned():
         # What the group learned of its returns and handoffs (``control.adaptive``).
         document["adaptive"] = adaptive.encode(learned)
@@ -240,6 +246,15 @@ def restore_owners(raw: object) -> dict[str, tuple[str, str]]:
         if kind and name:
             result[str(member)] = (kind, name)
     return result
+
+
+def restore_terminating(raw: object) -> frozenset[tuple[str, str]]:
+    """The (member, pod uid) pairs persisted in ``status.state.terminating``."""
+    document = raw if isinstance(raw, Mapping) else {}
+    found = document.get("terminating")
+    return frozenset((str(entry[0]), str(entry[1])) for entry in (
+        found if isinstance(found, list) else ())
+        if isinstance(entry, list) and len(entry) == 2)
 
 
 def _decode_backoff(raw: object) -> model.RevocationBackoff:

@@ -23,12 +23,16 @@ revised Step: those members keep their previous assignment in the persisted stat
 
 ``Memory`` is frozen. What in it changes a decision is persisted or re-read: the
 planner state is ``status.state`` plus the ConfigMaps (``restored``), pod owners are
-persisted in ``status.state.owners``, restart records in ``Connector.status.restart``;
-owners' replicas are re-read. Three things live only in memory, and a restarted
-leader decides without them: ``good_reports`` (a member whose report turns malformed
-keeps its last good one; after a restart it is no member until it reports again),
-``permanent`` (a judged departure is re-judged from a fresh read) and
-``restarts_pending`` (a restart whose write failed is done again in full). The rest
+persisted in ``status.state.owners``, restart records in ``Connector.status.restart``,
+members seen terminating (``terminating``, what makes a departure planned) in
+``status.state.terminating``, what the group learned of returns and handoffs
+(``learned``, ``control.adaptive``) in ``status.state.adaptive``; owners' replicas are
+re-read. Four things live only in memory, and a restarted leader decides without
+them: ``good_reports`` (a member whose report turns malformed keeps its last good
+one; after a restart it is no member until it reports again), ``permanent`` (a judged
+departure is re-judged from a fresh read: its facts are persisted), ``restarts_pending``
+(a restart whose write failed is done again in full) and ``handing`` (handoffs being
+timed: a restart loses those samples of ``learned``, never a decision). The rest
 only dedupes Events (``reported``) or skips a round whose inputs did not change
 (``last_key``). ``Caches`` hold indexes that make a round cheaper and never change
 its result.
@@ -251,7 +255,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         and last.next_round_at_ms <= now_ms
     key = (snap, group.generation, found.issues, len(found.pods), wanted.key,
            tuple(sorted(judged.book.items())) if judged.book else (), hold,
-           tuple(sorted(foreign.items())) if foreign else ())
+           tuple(sorted(foreign.items())) if foreign else (), seen)
     if key == memory.last_key and not inputs.edits and not due and memory.last_plan is not None:
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
@@ -382,6 +386,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         given[member] = (message.incarnation,
                          had.union(message.assigned).union(message.revoked))
     learned, handing = _learn(d, failed)
+    terminating = departures.forget(d.terminating, new_state, d.found.pods)
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
     for name in restarted:
@@ -409,7 +414,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         epoch_floor=floor, persisted_epochs=(member_epoch, floor),
         revoked_claims={m: r.union(memory.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.foreign.items() if m not in failed},
-        terminating=departures.forget(d.terminating, new_state, d.found.pods),
+        terminating=terminating,
         reported=out.reported(alive), last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
         hold_released=group.release_hold if d.hold.released else memory.hold_released,
@@ -424,7 +429,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         configmap_writes=writes,
         status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                            generation=group.generation, member_epoch=member_epoch,
-                           learned=learned, adaptive_status=adaptive.summary(
+                           learned=learned, terminating=terminating,
+                           adaptive_status=adaptive.summary(
                                learned, adaptive.choose(
                                    learned, max_delay_ms=group.settings.max_delay_ms))
                            if group.settings.policy is model.Policy.KOOPER else None),

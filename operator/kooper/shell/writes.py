@@ -162,7 +162,8 @@ class Writer:
         """Merge-patch the status with a resourceVersion precondition."""
         encoded = state.encode(write.state, previous=self._encoded, owners=write.owners,
                                member_epoch=write.member_epoch,
-                               epoch_floor=write.epoch_floor, learned=write.learned)
+                               epoch_floor=write.epoch_floor, learned=write.learned,
+                               terminating=write.terminating)
         self._encoded = (write.state, encoded)
         base = self.last_status if self.last_status is not None else group.status
         rv = self.group_rv or group.resource_version

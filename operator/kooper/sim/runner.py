@@ -179,6 +179,7 @@ class Sim:
         self.persisted_member_epoch = 0
         self.persisted_epoch_floor = 0
         self.persisted_learned = adaptive.Learned()
+        self.persisted_terminating: frozenset[tuple[str, str]] = frozenset()
         self.written: dict[ids.WorkerId, messages.Assignment] = {}
         """member -> the document in its ConfigMap."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -794,6 +795,7 @@ class Sim:
             self.persisted_member_epoch = write.status.member_epoch
             self.persisted_epoch_floor = write.status.epoch_floor
             self.persisted_learned = write.status.learned
+            self.persisted_terminating = write.status.terminating
 
     def _inputs(self) -> control.Inputs:
         """What the operator would read from the API now."""
@@ -835,7 +837,8 @@ class Sim:
         status = {"state": state.encode(self.persisted, owners=self.persisted_owners,
                                         member_epoch=self.persisted_member_epoch,
                                         epoch_floor=self.persisted_epoch_floor,
-                                        learned=self.persisted_learned)}
+                                        learned=self.persisted_learned,
+                                        terminating=self.persisted_terminating)}
         group = modelled.group(self.config.group, self.settings, status=status)
         configmaps = {str(name): self._configmap(message)
                       for name, message in self.written.items()}
