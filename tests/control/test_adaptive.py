@@ -153,6 +153,7 @@ def test_a_group_whose_pods_return_slowly_learns_to_move_a_killed_pods_work_at_o
         assert left.status is not None
         assert left.status.adaptive_status is not None
         assert left.status.adaptive_status["mode"] == "learning"
+        assert left.metrics.grace_ms == DELAY
     assert memory.learned.returns == 2
     assert memory.learned.return_ms == 12_000
     # An operator restart keeps what was learned (``status.state.adaptive``).
@@ -168,6 +169,7 @@ def test_a_group_whose_pods_return_slowly_learns_to_move_a_killed_pods_work_at_o
     assert left.status is not None
     assert left.status.adaptive_status is not None
     assert left.status.adaptive_status["mode"] == "move"
+    assert left.metrics.grace_ms == 0  # kooper_unplanned_departure_grace_seconds
 
 
 def test_kip415_learns_nothing_into_its_decisions():
@@ -182,6 +184,7 @@ def test_kip415_learns_nothing_into_its_decisions():
         assert left.snapshot.grace_ms is None
         assert left.status is not None
         assert left.status.adaptive_status is None
+        assert left.metrics.grace_ms == DELAY
 
 
 def test_a_scaled_down_member_is_not_watched_for_a_return():

@@ -81,6 +81,9 @@ class Metrics:
     """Resources (instances and tasks) FAILED now (a gauge)."""
     resource_restarts: tuple[tuple[str, int], ...] = ()
     """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
+    grace_ms: int | None = None
+    """How long the work of a member departing unplanned now waits for it (a gauge;
+    ``control.adaptive``, the ``status.adaptive`` knob; the whole delay under ``kip415``)."""
     rejected_resources: int = 0
     """Instances and tasks of connectors left unassigned because no document with them
     fits (``control.containment``; a gauge)."""

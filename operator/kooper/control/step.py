@@ -386,6 +386,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         given[member] = (message.incarnation,
                          had.union(message.assigned).union(message.revoked))
     learned, handing = _learn(d, failed)
+    settings = group.settings
+    choice = adaptive.choose(learned, max_delay_ms=settings.max_delay_ms)
+    kooper = settings.policy is model.Policy.KOOPER
     terminating = departures.forget(d.terminating, new_state, d.found.pods)
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
@@ -430,10 +433,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                            generation=group.generation, member_epoch=member_epoch,
                            learned=learned, terminating=terminating,
-                           adaptive_status=adaptive.summary(
-                               learned, adaptive.choose(
-                                   learned, max_delay_ms=group.settings.max_delay_ms))
-                           if group.settings.policy is model.Policy.KOOPER else None),
+                           adaptive_status=adaptive.summary(learned, choice) if kooper
+                           else None),
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
                 *pacing.paced_event(d.paced, group.max_moves_per_round),
@@ -443,6 +444,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
                         ignored_leases=sum(1 for i in d.found.issues
                                            if i.reason == "LeaseIdentityMismatch"),
+                        grace_ms=choice.grace_ms if kooper else max(0, settings.max_delay_ms),
                         connector_restarts=len(restarted), failed_resources=len(failing),
                         balancing_deferred=d.paced.deferred,
                         balancing_pending=d.paced.pending,

@@ -141,8 +141,12 @@ def observe_round(
     now_ms: int,
     revoked: int,
     imbalance: int,
+    grace_ms: int | None = None,
 ) -> None:
-    """Update every per-group metric after a round (``group``: ``namespace/name``)."""
+    """Update every per-group metric after a round (``group``: ``namespace/name``).
+
+    ``grace_ms`` is the step's ``Metrics.grace_ms`` (else the snapshot's grace).
+    """
     ROUNDS.labels(group).inc()
     COMPUTE.labels(group).observe(compute_s)
     if plan.changed:
@@ -172,8 +176,10 @@ def observe_round(
     DELAY_REMAINING.labels(group).set(remaining)
     DELAY_DEADLINE.labels(group).set(wall + (delay.deadline_ms - now_ms) / 1000 if delay else 0)
     LAST_ROUND.labels(group).set(wall)
-    grace = snapshot.grace_ms if snapshot.grace_ms is not None else snapshot.settings.max_delay_ms
-    GRACE.labels(group).set(max(0, grace) / 1000)
+    if grace_ms is None:
+        grace_ms = snapshot.grace_ms if snapshot.grace_ms is not None \
+            else snapshot.settings.max_delay_ms
+    GRACE.labels(group).set(max(0, grace_ms) / 1000)
 
 
 def forget_group(group: str) -> None:

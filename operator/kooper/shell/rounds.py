@@ -348,7 +348,7 @@ class GroupRunner:
         metrics.observe_round(
             self.key, plan=plan, snapshot=snap, compute_s=compute_s, now_ms=now_ms,
             revoked=sum(len(m.revoked) for m in plan.members.values()),
-            imbalance=status.imbalance(plan),
+            imbalance=status.imbalance(plan), grace_ms=decided.metrics.grace_ms,
         )
 
     def _warm(self, decided: control.Step, now_ms: int) -> None:
