@@ -96,6 +96,14 @@ def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fre
 def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fresh, policy):
     fresh.patch_group(policy=policy)
     victim = f"{demo.STATEFULSET}-1"
+    grace_ms = DELAY_MS
+    if policy == "kooper":
+        # What the group learned from the earlier drills decides how long a killed pod's
+        # work waits (status.adaptive, docs/operator.md "Unplanned departures"): the
+        # delay while learning, 0 when moving at once is cheaper, else a shorter wait.
+        knob = fresh.group_status().get("adaptive") or {}
+        grace_ms = round(float(knob.get("graceSeconds", DELAY_MS / 1000)) * 1000)
+        assert 0 <= grace_ms <= DELAY_MS
     with fresh.record(f"kill-{policy}") as rec:
         fresh.k("delete", "pod", victim, "--grace-period=0", "--force")
         time.sleep(2)
@@ -104,12 +112,15 @@ def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fres
     early = invariants.early_reassignments(
         rec.rows,
         departed=victim,
-        delay_ms=DELAY_MS,
+        delay_ms=grace_ms,
         tolerance_ms=TOLERANCE_MS,
         same_member_ok=policy == "kooper",
     )
-    assert early == [], "lost work started before the scheduled rebalance delay ran out"
-    if policy == "kooper":
+    assert early == [], "lost work started before its grace ran out"
+    if policy == "kooper" and grace_ms == DELAY_MS:
+        # Waiting for the pod disturbs nobody else. (Moving at once makes the others run
+        # its work, and balancing takes some back from them when the pod returns: the
+        # second handoff the adaptive rule counts.)
         assert (
             invariants.stops_on_undisturbed_members(rec.rows, settle_ms=5_000, lead_ms=TOLERANCE_MS)
             == []
