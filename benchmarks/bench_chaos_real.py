@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         totals["frozen"] += len(report.frozen_overlaps)
         totals["double"] += report.double_ownership
         totals["lost"] += len(report.lost) + len(report.unexpected)
-        totals["epochs"] += len(report.epoch_regressions)
+        totals["epochs"] += len(report.epoch_regressions) + len(report.generation_regressions)
         totals["late"] += len(report.late)
         after_thaw = max(after_thaw, report.after_thaw_ms)
         worst = max(s.converge_s for s in report.steps)
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{seed:>4} {len(report.steps):>6} {time.perf_counter() - run_started:>6.0f}s "
               f"{len(report.overlaps):>8} {len(report.frozen_overlaps):>7} "
               f"{report.double_ownership:>6} {len(report.lost) + len(report.unexpected):>4} "
-              f"{len(report.epoch_regressions):>6} {len(report.late):>4} {worst:>13.1f}s",
+              f"{len(report.epoch_regressions) + len(report.generation_regressions):>6} "
+              f"{len(report.late):>4} {worst:>13.1f}s",
               flush=True)
         if report.violations:
             print(report.describe(), flush=True)
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     median = converge[len(converge) // 2] if converge else 0.0
     print(f"real chaos: {args.runs} runs, {totals['faults']} faults, {elapsed:.0f} s; "
           f"violations {violations} (double ownership {totals['double']}, lost "
-          f"{totals['lost']}, epoch regressions {totals['epochs']}, late {totals['late']}, "
+          f"{totals['lost']}, epoch or generation regressions {totals['epochs']}, late "
+          f"{totals['late']}, "
           f"runs not finished {totals['errors']}); overlaps with a frozen member "
           f"{totals['frozen']} (fenced by epoch, longest {after_thaw} ms after SIGCONT); "
           f"convergence median {median:.1f} s, max {max(converge, default=0.0):.1f} s "

@@ -229,3 +229,12 @@ def thawed_at(incarnation: str, processes: Iterable[ProcessRow]) -> int | None:
     """When ``incarnation`` was last sent SIGCONT (None: never)."""
     times = [p.ts_ms for p in processes if p.incarnation == incarnation and p.what == "sigcont"]
     return max(times) if times else None
+
+
+def generation_regressions(worker_rows: Mapping[str, Sequence[events.Event]]
+                           ) -> list[tuple[events.Event, events.Event]]:
+    """Consecutive rows of one incarnation (in the order it wrote them) whose assignment
+    generation went down: a worker acts only on assignments newer than the last it
+    accepted, so it never goes back to an older one."""
+    return [(a, b) for rows in worker_rows.values() for a, b in itertools.pairwise(rows)
+            if b.generation < a.generation]

@@ -379,6 +379,7 @@ class Report:
     lost: Sequence[str]
     unexpected: Sequence[str]
     epoch_regressions: Sequence[tuple[chaos_log.Run, chaos_log.Run]]
+    generation_regressions: Sequence[tuple[events.Event, events.Event]]
     late: Sequence[Step]
     """Steps that converged later than ``Settings.bound_s`` after the fault ended."""
     frozen_runs: int
@@ -393,7 +394,8 @@ class Report:
     def violations(self) -> int:
         """Every finding but the frozen members' fenced overlaps, counted once."""
         return (self.double_ownership + len(self.lost) + len(self.unexpected)
-                + len(self.epoch_regressions) + len(self.late))
+                + len(self.epoch_regressions) + len(self.generation_regressions)
+                + len(self.late))
 
     def describe(self) -> str:
         """The findings, one per line."""
@@ -404,6 +406,8 @@ class Report:
         lines += [f"running but not wanted: {r}" for r in self.unexpected]
         lines += [f"epoch did not grow: {a.resource} {a.incarnation}@{a.epoch} then "
                   f"{b.incarnation}@{b.epoch}" for a, b in self.epoch_regressions]
+        lines += [f"generation went back: {a.member} {a.generation} then {b.generation}"
+                  for a, b in self.generation_regressions]
         lines += [f"late: {s.fault} converged {s.converge_s:.1f}s after it ended"
                   for s in self.late]
         return "\n".join(lines)
@@ -490,7 +494,8 @@ def _wait(h: Harness, what: str, check: Callable[[], bool]) -> None:
 def check(h: Harness, steps: Sequence[Step]) -> Report:
     """The invariants over everything the run logged."""
     processes = h.processes()
-    all_runs = chaos_log.runs(h.worker_rows(), processes)
+    worker_rows = h.worker_rows()
+    all_runs = chaos_log.runs(worker_rows, processes)
     frozen = chaos_log.freezes(processes)
     frozen_runs = sum(1 for run in all_runs
                       if any(run.start_ms < b and a < run.end_ms
@@ -507,6 +512,7 @@ def check(h: Harness, steps: Sequence[Step]) -> Report:
         lost=chaos_log.lost(all_runs, h.settings.expected),
         unexpected=chaos_log.unexpected(all_runs, h.settings.expected),
         epoch_regressions=chaos_log.epoch_regressions(all_runs),
+        generation_regressions=chaos_log.generation_regressions(worker_rows),
         late=[s for s in steps if s.converge_s > h.settings.bound_s],
         frozen_runs=frozen_runs,
     )

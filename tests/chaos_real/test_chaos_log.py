@@ -105,3 +105,14 @@ def test_settled_is_the_latest_start_of_what_covers_the_end_or_none_when_not_who
     assert log.settled_at(runs, ["x", "y"], after_ms=25, until_ms=60) == 50
     assert log.settled_at(runs, ["x", "y"], after_ms=25, until_ms=40) is None
     assert log.settled_at(runs, ["x"], after_ms=25, until_ms=40) == 25
+
+
+def test_an_incarnation_that_goes_back_to_an_older_generation_is_a_regression():
+    def at(ts, kind, generation):
+        return events.Event(ts_ms=ts, run="r", group="g", member="a", resource="x",
+                            event=kind, generation=generation)
+
+    rows = {"a.1": [at(1, K.START, 3), at(2, K.STOP, 3), at(3, K.START, 5), at(4, K.STOP, 4)],
+            "b.1": [at(1, K.START, 9)]}
+    [(first, second)] = log.generation_regressions(rows)
+    assert (first.generation, second.generation) == (5, 4)

@@ -61,6 +61,11 @@ def test_per_task_epochs_grow_with_every_start(run):
     assert report.epoch_regressions == [], report.describe()
 
 
+def test_no_worker_goes_back_to_an_older_assignment_generation(run):
+    _, report = run
+    assert report.generation_regressions == [], report.describe()
+
+
 def test_every_fault_converges_within_the_stated_bound(run):
     _, report = run
     assert report.late == [], report.describe()
