@@ -299,6 +299,12 @@ class Worker:
         renewed = self.keeper.last_renewed
         if renewed is not None and renewed != self._seen_renewal:
             self._seen_renewal = renewed
+            # Time first, up to when this renewal was sent: one sent after a gap (the
+            # process was SIGSTOPped, the loop did not turn) must not undo the fencing or
+            # the end the gap called for. After a SIGCONT the keeper may renew before this
+            # loop turns (found by tests/chaos_real; docs/sdk.md, "Chaos with real
+            # processes").
+            self.session.tick(int(renewed * 1000))
             self.session.lease_renewed(int(renewed * 1000))
         self.session.tick(self._now_ms())
         self._take_late_returns()
