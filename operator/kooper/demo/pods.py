@@ -177,15 +177,6 @@ class PodRunner:
         }
         created = self.cluster.create("pods", body, namespace=self.namespace)
         uid = str(created["metadata"]["uid"])
-        # Create drops status (as the API server does): report it as a kubelet would, so
-        # `kubectl get pods` on a kept demo shows the pod Running rather than Pending.
-        self.cluster.patch("pods", name, {"status": {
-            "phase": "Running", "podIP": "127.0.0.1",
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "containerStatuses": [{"name": "worker", "image": "kooper-worker", "ready": True,
-                                   "restartCount": 0, "started": True,
-                                   "state": {"running": {}}}]}},
-            namespace=self.namespace, subresource="status")
         self._generation += 1
         stem = f"{name}.{self._generation}"
         events_file = self.workdir / f"{stem}.events.jsonl"
