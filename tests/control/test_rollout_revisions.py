@@ -179,3 +179,21 @@ def test_once_nobody_is_outdated_the_group_balances_again():
     loads = sorted(len(m.owned.tasks) for m in members)  # each kind balanced on its own
     assert loads[-1] - loads[0] <= 1
     assert loads[0] >= 1
+
+
+def test_a_pod_starting_mid_roll_keeps_the_roll_in_progress_a_scale_up_does_not():
+    members = [W("w-1"), W("w-2")]
+    # w-3 was replaced: its new pod (update revision) has not joined; w-0 is below the
+    # partition, still on the old revision.
+    pods = {p.name: p for p in (pod("w-0", "old"), pod("w-1", "new"), pod("w-2", "new"),
+                                pod("w-3", "new"))}
+    facts = {STS: control.RolloutFacts("new", partition=1)}
+    found = rollout.judge(pods, [*members, W("w-0")], facts)
+    assert found.outdated == frozenset()
+    assert found.rolling
+    # Every pod on the update revision: a new pod starting is a scale-up, no roll.
+    pods["w-0"] = pod("w-0", "new")
+    assert not rollout.judge(pods, [*members, W("w-0")], facts).rolling
+    # A terminating pod whose member already left keeps a roll in progress.
+    pods["w-3"] = pod("w-3", "old", deleting=True)
+    assert rollout.judge(pods, [*members, W("w-0")], facts).rolling

@@ -16,11 +16,13 @@ So, per live member:
 * **updated**: its pod runs its owner's update revision and is not terminating.
   Work given to it now stays.
 
-A rollout is in progress while some member is outdated, or while a pod of a rolling
-owner has no live member: one that is terminating (its member already left) or one
-on the update revision whose worker has not joined yet (a StatefulSet re-creates
-each pod under its name, so from the old member's leave to the new one's join
-nobody may be outdated). While it is, the ``kooper`` policy
+A rollout is in progress while some member is outdated, or while some pod is not on
+its owner's update revision (or terminating) and a pod without a live member is
+terminating (its member already left) or on the update revision with a worker that
+has not joined yet: a StatefulSet re-creates each pod under its name, so from the
+old member's leave to the new one's join nobody may be outdated. (A group whose
+pods all run the update revision is not rolling while a new pod starts: a scale-up
+balances as usual.) While it is, the ``kooper`` policy
 (``core.assignor``) hands free work (a planned departure's, lost work that is
 released, new work) to updated members first, never to an outdated member while
 a member that is not outdated can take it, and defers balancing revocations until
@@ -76,7 +78,7 @@ class Revisions:
     updated: frozenset[ids.WorkerId] = frozenset()
     """On the owner's update revision (known only where the owner was read)."""
     starting: bool = False
-    """A pod of a rolling owner has no live member (terminating, or not joined yet)."""
+    """While some pod is behind, a pod has no live member (terminating, or not joined)."""
 
     @property
     def rolling(self) -> bool:
@@ -110,13 +112,17 @@ def judge(pods: Mapping[str, views.PodView], members: Collection[ids.WorkerId],
     new: set[ids.WorkerId] = set()
     starting = False
     if rollouts and len(pods) > len(members):
+        behind = False  # some pod is not (or no longer) on its owner's update revision
+        waiting = False  # some pod without a live member is terminating or starting
         for name, candidate in pods.items():
-            if name in members:
-                continue
             facts = rollouts.get((candidate.owner_kind, candidate.owner_name))
             if facts is None or not facts.update_revision or facts.on_delete:
                 continue
-            if candidate.deleting or revision(candidate) == facts.update_revision:
+            current = revision(candidate) == facts.update_revision
+            behind = behind or candidate.deleting or not current
+            if name not in members and (candidate.deleting or current):
+                waiting = True
+            if behind and waiting:
                 starting = True  # being replaced, or being started, by the roll
                 break
     for member in members:
