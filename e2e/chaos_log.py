@@ -180,11 +180,13 @@ def unexpected(all_runs: Iterable[Run], expected: Iterable[str], *,
 
 
 def epoch_regressions(all_runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    """Consecutive starts of one resource whose per-task epoch did not grow.
+    """Consecutive starts of one resource whose per-task epoch went the wrong way.
 
-    Every assignment of a task carries an epoch that only grows, whichever member it
-    goes to, so a start at an epoch no higher than an earlier start's is a start
-    under a stale assignment.
+    Every assignment of a task to a member carries an epoch that only grows, so a start
+    on another incarnation at an epoch no higher than the start before it is a start
+    under a stale assignment. The same incarnation may start a resource again at the
+    same epoch (it fenced itself, stopping it as lost, and the operator, which never
+    took it away, assigns it to the same member again), never at a lower one.
     """
     found = []
     by_resource: dict[str, list[Run]] = {}
@@ -192,7 +194,9 @@ def epoch_regressions(all_runs: Sequence[Run]) -> list[tuple[Run, Run]]:
         by_resource.setdefault(run.resource, []).append(run)
     for group in by_resource.values():
         ordered = sorted(group, key=lambda r: (r.start_ms, r.epoch))
-        found.extend((a, b) for a, b in itertools.pairwise(ordered) if b.epoch <= a.epoch)
+        found.extend((a, b) for a, b in itertools.pairwise(ordered)
+                     if b.epoch < a.epoch
+                     or (b.epoch == a.epoch and b.incarnation != a.incarnation))
     return found
 
 

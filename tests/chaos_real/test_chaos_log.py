@@ -88,13 +88,21 @@ def test_lost_is_what_does_not_run_exactly_once():
     assert log.lost(runs, ["y"], at_ms=15) == []
 
 
-def test_a_start_at_an_epoch_no_higher_than_the_previous_start_is_a_regression():
+def test_a_start_elsewhere_at_an_epoch_no_higher_than_the_previous_start_is_a_regression():
     rows = {"a.1": [row(10, "a", K.START, "x", 4), row(20, "a", K.STOP, "x")],
             "b.1": [row(30, "b", K.START, "x", 4), row(40, "b", K.STOP, "x"),
                     row(50, "b", K.START, "y", 1)],
             "c.1": [row(60, "c", K.START, "x", 5)]}
     [(first, second)] = log.epoch_regressions(log.runs(rows, []))
     assert (first.incarnation, second.incarnation) == ("a.1", "b.1")
+
+
+def test_the_same_process_may_restart_a_resource_at_its_epoch_but_never_below_it():
+    rows = {"a.1": [row(10, "a", K.START, "x", 4), row(20, "a", K.STOP, "x"),
+                    row(30, "a", K.START, "x", 4), row(40, "a", K.STOP, "x"),
+                    row(50, "a", K.START, "x", 3)]}
+    [(first, second)] = log.epoch_regressions(log.runs(rows, []))
+    assert (first.start_ms, second.start_ms) == (30, 50)
 
 
 def test_settled_is_the_latest_start_of_what_covers_the_end_or_none_when_not_whole():

@@ -56,7 +56,7 @@ def test_nothing_is_lost_or_extra_after_quiescence(run):
     assert (report.lost, report.unexpected) == ([], []), report.describe()
 
 
-def test_per_task_epochs_grow_with_every_start(run):
+def test_per_task_epochs_grow_whenever_a_resource_starts_on_another_process(run):
     _, report = run
     assert report.epoch_regressions == [], report.describe()
 
