@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pathlib
+import signal
 from collections.abc import Iterator
 from typing import Any
 
 from e2e import invariants, recorder, tools
-from kooper.core import errors as kooper_errors
 from kooper.protocol import codec, messages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -28,6 +29,8 @@ BASELINE = {
 DEFAULT_ARGS = ["worker", "--demo", "--health-port", "8080",
                 "--lease-seconds", "15", "--renew-seconds", "5"]
 REPLICAS = 4
+DRILL_LABEL = "kooper.dev/drill"
+"""Labels what a drill added to the examples; ``Demo.baseline`` removes it."""
 
 
 def is_member_pod(pod: dict[str, Any]) -> bool:
@@ -55,6 +58,13 @@ class Demo:
     def patch_group(self, **spec: Any) -> None:
         self.k("patch", "workergroup", GROUP, "--type", "merge", "-p", json.dumps({"spec": spec}))
 
+    def add_connector(self, name: str, *, tasks: int, **config: str) -> None:
+        """A Connector of the drill's own (``baseline`` deletes it again)."""
+        body = {"apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
+                "metadata": {"name": name, "labels": {DRILL_LABEL: "true"}},
+                "spec": {"workerGroup": GROUP, "tasksMax": tasks, "config": config}}
+        self.kube.kubectl("-n", self.ns, "apply", "-f", "-", input_text=json.dumps(body))
+
     def worker_args(self) -> list[str]:
         sts = self.json("statefulset", STATEFULSET)
         args: list[str] = sts["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -73,6 +83,7 @@ class Demo:
     def baseline(self) -> None:
         """The examples as shipped: 4 default workers, compatible/kooper, 30s delay; balanced."""
         self.apply_examples()
+        self.k("delete", "connectors", "-l", DRILL_LABEL, "--wait=false")
         self.patch_group(**BASELINE)
         if self.worker_args() != DEFAULT_ARGS:
             self.set_worker_args(DEFAULT_ARGS)
@@ -94,32 +105,24 @@ class Demo:
         return out
 
     def reports(self) -> dict[str, messages.Report]:
-        live = {
-            p["metadata"]["name"]
-            for p in self.json("pods")["items"]
-            if is_member_pod(p) and not p["metadata"].get("deletionTimestamp")
-        }
-        out = {}
-        for lease in self.json("leases")["items"]:
-            text = (lease["metadata"].get("annotations") or {}).get(messages.REPORT_ANNOTATION)
-            if not text:
-                continue
-            try:
-                report = codec.decode_report(text)
-            except kooper_errors.KooperError:
-                continue
-            if report.member in live:
-                out[report.member] = report
-        return out
+        """What each live member pod's own worker reports (a replaced pod's Lease: not yet)."""
+        leases = self.json("leases")["items"]
+        return recorder.current_reports(leases, self.json("pods")["items"], is_member_pod)
 
     def group_status(self) -> dict[str, Any]:
         status: dict[str, Any] = self.json("workergroup", GROUP).get("status") or {}
         return status
 
     def balanced(self, members: int) -> bool:
+        """``members`` live members, each resource run once, tasks within one of even, and
+        every member done with the generation the operator last wrote for it."""
         reports = self.reports()
         if len(reports) != members:
             return False
+        written = self.assignments()
+        if any(written.get(m) is None or written[m].generation != r.generation
+               for m, r in reports.items()):
+            return False  # a round in flight (a config change restarting work in place)
         owners: dict[str, int] = {}
         tasks = []
         for report in reports.values():
@@ -141,6 +144,42 @@ class Demo:
             timeout_s=timeout_s,
             interval_s=2,
         )
+
+    def assignments(self) -> dict[str, messages.Assignment]:
+        """member -> the assignment document the operator last wrote for it."""
+        out = {}
+        for cm in self.json("configmaps", "-l", f"kooper.dev/group={GROUP}")["items"]:
+            text = (cm.get("data") or {}).get(messages.CONFIGMAP_KEY)
+            if text:
+                document = codec.decode_assignment(text)
+                out[document.member] = document
+        return out
+
+    def operator_pods(self) -> set[str]:
+        """The operator's pods (the chart's Deployment ``kooper``), terminating ones too."""
+        selector = "app.kubernetes.io/name=kooper,app.kubernetes.io/component=operator"
+        return {p["metadata"]["name"] for p in self.json("pods", "-l", selector)["items"]}
+
+    def operator_leader(self) -> str:
+        """The holder of the operator's leader Lease: ``<pod>/<pid>`` ("" when nobody holds it)."""
+        lease = self.json("lease", "kooper-operator-leader")
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+    def kill_container(self, pod: str) -> None:
+        """``kill -9`` the pod's container, as a crash or an OOM kill does; its kubelet restarts it.
+
+        Not a pod deletion: the Pod object stays, so nothing is told to stop gracefully.
+        On the local control plane the container is a process on this host
+        (``kooper://<pid>``); on kind, ``crictl stop --timeout 0`` on the pod's node
+        sends SIGKILL (PID 1 of a container cannot be SIGKILLed from inside it).
+        """
+        status = self.json("pod", pod)["status"]["containerStatuses"][0]
+        runtime, _, ident = str(status["containerID"]).partition("://")
+        if runtime == "kooper":
+            os.kill(int(ident), signal.SIGKILL)
+        else:
+            node = self.json("pod", pod)["spec"]["nodeName"]
+            tools.run("docker", "exec", node, "crictl", "stop", "--timeout", "0", ident)
 
     @contextlib.contextmanager
     def record(self, drill: str) -> Iterator[recorder.Recorder]:

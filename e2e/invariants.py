@@ -87,9 +87,17 @@ def is_task(resource: str) -> bool:
 def imbalance(rows: Iterable[events.Event], *, members: Iterable[str] = ()) -> int:
     """Max minus min number of tasks (``<connector>-<n>``) per member at the end.
 
-    ``members`` adds members that run nothing (they count as 0).
+    Members that joined and did not leave count even when they run nothing, and so
+    do ``members`` (members the log may not show joining).
     """
-    load = {m: 0 for m in members}
+    rows = ordered(rows)
+    present: set[str] = set(members)
+    for row in rows:
+        if row.event is Kind.JOIN:
+            present.add(row.member)
+        elif row.event is Kind.LEAVE:
+            present.discard(row.member)
+    load = dict.fromkeys(present, 0)
     for resource, runners in running_at_end(rows).items():
         if is_task(resource):
             for member in runners:
@@ -135,6 +143,14 @@ def stops_on_undisturbed_members(
     return bad
 
 
+class VacuousCheck(AssertionError):
+    """The log lacks what an invariant is about, so a pass would prove nothing.
+
+    An AssertionError, so a drill whose recording missed the event it provoked fails
+    with this message instead of passing.
+    """
+
+
 def early_reassignments(
     rows: Iterable[events.Event],
     *,
@@ -149,11 +165,15 @@ def early_reassignments(
     start on another member before ``leave + delay_ms - tolerance_ms``. With
     ``same_member_ok`` (the kooper policy's returning identity) the departed member
     itself may take them back at once.
+
+    Raises ``VacuousCheck`` when the log cannot show the delay: ``departed`` never
+    left, ran nothing when it left, or none of its lost work started again afterwards
+    (a recording that ended too early, or that never saw the departure).
     """
     rows = ordered(rows)
     leave = next((r for r in rows if r.event is Kind.LEAVE and r.member == departed), None)
     if leave is None:
-        return []
+        raise VacuousCheck(f"{departed} never left in the log: no delay to check")
     lost = {
         r
         for r, m in running_at_end(x for x in rows if x.ts_ms < leave.ts_ms).items()
@@ -165,15 +185,18 @@ def early_reassignments(
         if r.event is Kind.STOP and r.member == departed and r.ts_ms >= leave.ts_ms
     }
     lost |= stopped_by_departed
+    if not lost:
+        raise VacuousCheck(f"{departed} ran nothing when it left: no lost work to check")
+    restarts = [
+        r for r in rows if r.event is Kind.START and r.resource in lost and r.ts_ms >= leave.ts_ms
+    ]
+    if not restarts:
+        raise VacuousCheck(f"none of {departed}'s {len(lost)} lost resources started again")
     deadline = leave.ts_ms + delay_ms - tolerance_ms
     return [
         r
-        for r in rows
-        if r.event is Kind.START
-        and r.resource in lost
-        and r.ts_ms < deadline
-        and r.ts_ms >= leave.ts_ms
-        and not (same_member_ok and r.member == departed)
+        for r in restarts
+        if r.ts_ms < deadline and not (same_member_ok and r.member == departed)
     ]
 
 

@@ -16,8 +16,10 @@ import time
 import pytest
 
 from e2e import conftest, demo, invariants, tools
+from kooper.core import events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+K = events.Kind
 
 DELAY_MS = 30_000
 TOLERANCE_MS = 3_000
@@ -36,6 +38,20 @@ def group(kube):
 def fresh(group):
     group.baseline()
     return group
+
+
+def wait_for_leave(rec, member):
+    """Until the recorder saw ``member`` go (so a wait for balance cannot pass before it)."""
+    tools.wait_for(
+        f"the recorder seeing {member} leave",
+        lambda: rec.saw(lambda r: r.event is K.LEAVE and r.member == member),
+        timeout_s=120,
+        interval_s=0.2,
+    )
+
+
+def members_that(rows, kind):
+    return {r.member for r in rows if r.event is kind}
 
 
 def assert_clean(rows, expected):
@@ -106,7 +122,7 @@ def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fres
         assert 0 <= grace_ms <= DELAY_MS
     with fresh.record(f"kill-{policy}") as rec:
         fresh.k("delete", "pod", victim, "--grace-period=0", "--force")
-        time.sleep(2)
+        wait_for_leave(rec, victim)
         fresh.wait_balanced(demo.REPLICAS, timeout_s=DELAY_MS / 1000 + 180)
     assert_clean(rec.rows, fresh.expected())
     early = invariants.early_reassignments(
@@ -127,20 +143,25 @@ def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fres
         )
 
 
+@pytest.mark.realk8s
 def test_scale_up_spreads_work_and_scale_down_moves_nothing_off_the_remaining_members(fresh):
+    added = {f"{demo.STATEFULSET}-{n}" for n in range(demo.REPLICAS, 6)}
     with fresh.record("scale-up") as up:
         fresh.scale(6)
         fresh.wait_balanced(6)
+    assert members_that(up.rows, K.JOIN) >= added, "the log missed a new member"
     assert_clean(up.rows, fresh.expected())
-    members = [f"{demo.STATEFULSET}-{n}" for n in range(6)]
-    assert invariants.imbalance(up.rows, members=members) <= 1
+    assert invariants.imbalance(up.rows) <= 1
     with fresh.record("scale-down") as down:
         fresh.scale(demo.REPLICAS)
         fresh.wait_balanced(demo.REPLICAS)
+    assert members_that(down.rows, K.LEAVE) == added, "the log missed a departure"
     assert_clean(down.rows, fresh.expected())
+    assert invariants.imbalance(down.rows) <= 1
     assert invariants.stops_on_undisturbed_members(down.rows, lead_ms=TOLERANCE_MS) == []
 
 
+@pytest.mark.realk8s
 def test_an_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(fresh):
     delay_ms = 60_000
     fresh.patch_group(policy="kip415", scheduledRebalanceMaxDelay="60s")
@@ -153,12 +174,23 @@ def test_an_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(fresh):
             timeout_s=60,
         )
         deadline = status["deadline"]
+        before = fresh.operator_pods()
         fresh.k("rollout", "restart", "deployment/kooper")
         fresh.rollout_status("deployment", "kooper")
-        pending = fresh.group_status().get("delay")
-        if pending:  # still pending after the restart: the same deadline, not a new one
-            assert pending["deadline"] == deadline
-        fresh.wait_balanced(demo.REPLICAS, timeout_s=delay_ms / 1000 + 180)
+        # Until balanced, note every pending deadline and who led when it was read.
+        seen = set()
+
+        def balanced_noting_the_deadline():
+            leader = fresh.operator_leader().split("/")[0]
+            pending = fresh.group_status().get("delay")
+            if pending:
+                seen.add((pending["deadline"], bool(leader) and leader not in before))
+            return fresh.balanced(demo.REPLICAS)
+
+        tools.wait_for("the lost work back after the delay", balanced_noting_the_deadline,
+                       timeout_s=delay_ms / 1000 + 180, interval_s=2)
+    assert (deadline, True) in seen, "no restarted replica led before the delay ran out"
+    assert {d for d, _ in seen} == {deadline}, "the restarted operator moved the deadline"
     assert_clean(rec.rows, fresh.expected())
     early = invariants.early_reassignments(
         rec.rows,
@@ -170,6 +202,7 @@ def test_an_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(fresh):
     assert early == [], "the restarted operator forgot the pending delay"
 
 
+@pytest.mark.realk8s
 def test_rolling_protocol_upgrade_from_eager_only_workers_to_compatible(fresh):
     with fresh.record("protocol-upgrade") as rec:
         fresh.set_worker_args([*demo.DEFAULT_ARGS, "--protocols", "eager"])
@@ -185,3 +218,53 @@ def test_rolling_protocol_upgrade_from_eager_only_workers_to_compatible(fresh):
             timeout_s=120,
         )
     assert_clean(rec.rows, fresh.expected())
+
+
+SLOW = "drill-slow"
+"""A Connector whose resources take 3 s to stop (under the workers' 5 s stop timeout)."""
+
+
+@pytest.mark.realk8s
+def test_killing_the_leading_operator_mid_round_lets_the_standby_finish_it(fresh):
+    """Issue 13: ``kill -9`` the leader between a join round's revocations and its assignment.
+
+    Scaling to five members makes the leader revoke work from the four (the first half
+    of a cooperative move). ``drill-slow``'s tasks take 3 s to stop, so once one of them
+    is revoked the move stays in flight while the leader is killed; the standby must
+    take over and assign the revoked work, once.
+    """
+    fresh.add_connector(SLOW, tasks=demo.REPLICAS + 1, type="sleep", **{"stop.ms": "3000"})
+    fresh.wait_balanced(demo.REPLICAS)
+    leader = fresh.operator_leader()
+    assert leader, "no operator replica leads"
+    joining = f"{demo.STATEFULSET}-{demo.REPLICAS}"
+
+    def revoking_slow_work():
+        revoked = {m: a for m, a in fresh.assignments().items() if a.revoked}
+        slow = any(r.startswith(SLOW) for a in revoked.values() for r in a.revoked.sorted())
+        return revoked if slow and all(a.leader == leader for a in revoked.values()) else None
+
+    with fresh.record("leader-kill") as rec:
+        fresh.scale(demo.REPLICAS + 1)
+        revoked = tools.wait_for("the leader revoking a drill-slow task", revoking_slow_work,
+                                 timeout_s=180, interval_s=0.2)
+        fresh.kill_container(leader.split("/")[0])
+        killed_ms = int(time.time() * 1000)
+        successor = tools.wait_for(
+            "a standby leading",
+            lambda: (holder := fresh.operator_leader()) not in ("", leader) and holder,
+            timeout_s=120,
+        )
+        fresh.wait_balanced(demo.REPLICAS + 1, timeout_s=300)
+    assert_clean(rec.rows, fresh.expected())
+    assert invariants.imbalance(rec.rows) <= 1
+    # The round was in flight at the kill: what the leader revoked had not started
+    # anywhere yet, and got to the new member only in a round of the successor.
+    moving = {r for a in revoked.values() for r in a.revoked.sorted()}
+    first_ms = rec.rows[0].ts_ms  # the first observation: what ran before the drill acted
+    early = [r for r in rec.rows if r.event is K.START and r.resource in moving
+             and first_ms < r.ts_ms < killed_ms]
+    assert early == [], "the round had finished before the leader was killed"
+    arrived = {r.resource for r in rec.rows if r.event is K.START and r.member == joining}
+    assert arrived & moving, f"none of the revoked work reached {joining}"
+    assert fresh.assignments()[joining].leader == successor

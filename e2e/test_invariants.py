@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from e2e import invariants
 from kooper.core import events
 
@@ -120,3 +122,69 @@ def test_connector_names_with_dashes_are_not_tasks():
     assert not invariants.is_task("warehouse-sink")
     rows = [ev(0, K.START, "w-0", "warehouse-sink"), ev(0, K.START, "w-1", "warehouse-sink-0")]
     assert invariants.imbalance(rows) == 0
+
+
+# --- every invariant fails on a log that breaks it --------------------------------------
+# Each log below is the smallest story that breaks one drill invariant; the check must
+# name the violation. Together with the passing cases above, none of them is vacuous.
+
+EXPECTED = {"A", "A-0", "A-1"}
+
+
+def test_double_ownership_fails_the_overlap_invariant():
+    # w-1 starts A-0 while w-0, which never stopped or left, still runs it.
+    rows = [*steady(), ev(20, K.START, "w-1", "A-0")]
+    assert invariants.overlaps(rows) == [invariants.Overlap(20, "A-0", ("w-0", "w-1"))]
+    assert invariants.not_running(rows, EXPECTED) == ["A-0"]  # and it ends doubled
+
+
+def test_lost_work_fails_the_nothing_lost_invariant():
+    # w-0 is killed; its instance A comes back, its task A-0 never does.
+    rows = [*steady(), ev(20, K.LEAVE, "w-0"), ev(50, K.START, "w-1", "A")]
+    assert invariants.overlaps(rows) == []
+    assert invariants.not_running(rows, EXPECTED) == ["A-0"]
+
+
+def test_work_stopped_and_never_restarted_fails_the_nothing_lost_invariant():
+    rows = [*steady(), ev(20, K.STOP, "w-1", "A-1")]
+    assert invariants.not_running(rows, EXPECTED) == ["A-1"]
+
+
+def test_a_reassignment_before_the_deadline_fails_the_delay_invariant():
+    # The delay is 300 ms from w-0's leave at 100: A-0 starts on w-1 at 399, one ms early.
+    rows = [*steady(), ev(100, K.LEAVE, "w-0"), ev(399, K.START, "w-1", "A-0"),
+            ev(400, K.START, "w-1", "A")]
+    early = invariants.early_reassignments(rows, departed="w-0", delay_ms=300)
+    assert [(r.ts_ms, r.member, r.resource) for r in early] == [(399, "w-1", "A-0")]
+    # The same log checked against the delay it honours passes: the check can tell.
+    assert invariants.early_reassignments(rows, departed="w-0", delay_ms=299) == []
+
+
+def test_a_log_that_never_saw_the_departure_cannot_pass_the_delay_invariant():
+    with pytest.raises(invariants.VacuousCheck, match="w-0 never left"):
+        invariants.early_reassignments(steady(), departed="w-0", delay_ms=300)
+
+
+def test_a_log_that_ends_before_the_lost_work_returns_cannot_pass_the_delay_invariant():
+    rows = [*steady(), ev(100, K.LEAVE, "w-0")]
+    with pytest.raises(invariants.VacuousCheck, match="none of w-0's 2 lost resources"):
+        invariants.early_reassignments(rows, departed="w-0", delay_ms=300)
+
+
+def test_a_member_that_ran_nothing_cannot_pass_the_delay_invariant():
+    rows = [*steady(), ev(5, K.JOIN, "w-2"), ev(100, K.LEAVE, "w-2")]
+    with pytest.raises(invariants.VacuousCheck, match="w-2 ran nothing"):
+        invariants.early_reassignments(rows, departed="w-2", delay_ms=300)
+
+
+def test_a_stop_on_a_member_nobody_restarted_fails_the_undisturbed_invariant():
+    # Scale-down: w-2 leaves, and w-0 (staying) gives up A-0 for no reason.
+    rows = [*steady(), ev(5, K.JOIN, "w-2"), ev(20, K.LEAVE, "w-2"),
+            ev(21, K.STOP, "w-0", "A-0"), ev(22, K.START, "w-1", "A-0")]
+    bad = invariants.stops_on_undisturbed_members(rows, lead_ms=0)
+    assert [(r.ts_ms, r.member, r.resource) for r in bad] == [(21, "w-0", "A-0")]
+
+
+def test_an_uneven_spread_fails_the_balance_invariant():
+    rows = [*steady(), ev(20, K.STOP, "w-1", "A-1"), ev(20, K.START, "w-0", "A-1")]
+    assert invariants.imbalance(rows) == 2

@@ -9,7 +9,7 @@ from kooper.protocol import codec, messages
 K = recorder.K
 
 
-def lease(member, owned, *, incarnation="i1", generation=1):
+def lease(member, owned, *, incarnation="i1", generation=1, pod_uid=None):
     tasks = [r for r in owned if "-" in r]
     connectors = [r for r in owned if "-" not in r]
     report = messages.Report(
@@ -19,16 +19,19 @@ def lease(member, owned, *, incarnation="i1", generation=1):
         generation=generation,
         owned=model.ConnectorsAndTasks.of(connectors, tasks),
     )
-    return {
-        "metadata": {
-            "name": f"kooper-{member}",
-            "annotations": {messages.REPORT_ANNOTATION: codec.encode_report(report)},
-        }
+    meta = {
+        "name": f"kooper-{member}",
+        "annotations": {messages.REPORT_ANNOTATION: codec.encode_report(report)},
     }
+    if pod_uid:
+        meta["ownerReferences"] = [{"kind": "Pod", "name": member, "uid": pod_uid}]
+    return {"metadata": meta}
 
 
-def pod(name, *, terminating=False):
+def pod(name, *, terminating=False, uid=None):
     meta = {"name": name, "labels": {"app.kubernetes.io/name": "kooper-demo-worker"}}
+    if uid:
+        meta["uid"] = uid
     if terminating:
         meta["deletionTimestamp"] = "2030-01-01T00:00:00Z"
     return {"metadata": meta}
@@ -110,6 +113,21 @@ def test_a_new_incarnation_under_the_same_name_is_a_leave_and_a_join():
         ("start", "w-0", "A-0"),
     ]
     assert invariants.overlaps(rows) == []
+
+
+def test_a_force_killed_pod_replaced_at_once_leaves_before_its_successor_writes():
+    obs = observer()
+    obs.observe(1, leases=[lease("w-0", ["A-0"], pod_uid="u1")], pods=[pod("w-0", uid="u1")],
+                group=None)
+    # The StatefulSet made a new pod of that name; the Lease still shows the killed worker.
+    stale = obs.observe(2, leases=[lease("w-0", ["A-0"], pod_uid="u1")],
+                        pods=[pod("w-0", uid="u2")], group=None)
+    assert kinds(stale) == [("leave", "w-0", "")]
+    assert recorder.current_reports([lease("w-0", ["A-0"], pod_uid="u1")],
+                                    [pod("w-0", uid="u2")], obs.is_member_pod) == {}
+    fresh = obs.observe(3, leases=[lease("w-0", [], incarnation="i2", pod_uid="u2")],
+                        pods=[pod("w-0", uid="u2")], group=None)
+    assert kinds(fresh) == [("stop", "w-0", "A-0"), ("join", "w-0", "")]
 
 
 def test_reports_of_pods_outside_the_group_and_malformed_reports_are_ignored():

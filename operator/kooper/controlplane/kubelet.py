@@ -10,7 +10,8 @@ One node (``NODE``), registered by the stand-in. For every Pod it
 * mounts a ServiceAccount token bound to the pod (TokenRequest API), the CA and
   the namespace at ``/var/run/secrets/kubernetes.io/serviceaccount`` in a private
   mount namespace of the process (``unshare``), as the kubelet's projected volume
-  does; the token is renewed at 80% of its lifetime;
+  does; the token is renewed at 80% of its lifetime; the pod's name is its hostname
+  (a private UTS namespace);
 * reports the pod's phase, container state and readiness (``readinessProbe``
   ``httpGet`` is probed; without one a started container is ready);
 * restarts an exited container (``restartPolicy``) with a growing back-off;
@@ -391,11 +392,14 @@ class Kubelet:
             return local.argv
         # A private mount namespace whose /run holds only the pod's secrets and whose
         # /etc/hosts names the API server: the process finds its token and
-        # kubernetes.default.svc where a container does; the host sees nothing.
-        unshare = ["unshare", "--mount", "--propagation", "private"]
+        # kubernetes.default.svc where a container does; the host sees nothing. Its own
+        # UTS namespace gives it the pod's name as hostname, as a container has (the
+        # operator's leader identity is <hostname>/<pid>).
+        unshare = ["unshare", "--mount", "--uts", "--propagation", "private"]
         if os.geteuid() != 0:
             unshare.append("--map-root-user")
-        script = 'mount --bind "$0/run" /run && mount --bind "$0/hosts" /etc/hosts && exec "$@"'
+        script = ('mount --bind "$0/run" /run && mount --bind "$0/hosts" /etc/hosts'
+                  ' && hostname "$HOSTNAME" && exec "$@"')
         return [*unshare, "--", "sh", "-c", script, str(local.dir), *local.argv]
 
     def _start(self, local: LocalPod) -> None:
