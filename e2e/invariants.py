@@ -143,6 +143,29 @@ def stops_on_undisturbed_members(
     return bad
 
 
+def needless_stops(
+    rows: Iterable[events.Event], *, settle_ms: int = 0, lead_ms: int = 0
+) -> list[events.Event]:
+    """Stops on undisturbed members that moved nothing.
+
+    A cooperative rebalance stops a resource on a member that is not restarting only to
+    start it on another one (a planned handoff is followed by balancing: the member that
+    came back last takes its share). A stop whose resource next starts on the same
+    member, or never again, moved nothing: that is what an eager rebalance does to
+    every resource in every round.
+    """
+    rows = ordered(rows)
+    needless = []
+    for stop in stops_on_undisturbed_members(rows, settle_ms=settle_ms, lead_ms=lead_ms):
+        after = (r for r in rows if r.ts_ms >= stop.ts_ms and r is not stop)
+        following = next(
+            (r for r in after if r.event is Kind.START and r.resource == stop.resource), None
+        )
+        if following is None or following.member == stop.member:
+            needless.append(stop)
+    return needless
+
+
 class VacuousCheck(AssertionError):
     """The log lacks what an invariant is about, so a pass would prove nothing.
 

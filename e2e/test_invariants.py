@@ -188,3 +188,21 @@ def test_a_stop_on_a_member_nobody_restarted_fails_the_undisturbed_invariant():
 def test_an_uneven_spread_fails_the_balance_invariant():
     rows = [*steady(), ev(20, K.STOP, "w-1", "A-1"), ev(20, K.START, "w-0", "A-1")]
     assert invariants.imbalance(rows) == 2
+
+
+def test_a_stop_that_moves_work_to_a_returning_member_is_not_needless():
+    # w-1 restarted and came back empty; w-0 (undisturbed) hands it A-0: a move.
+    rows = [*steady(), ev(20, K.LEAVE, "w-1"), ev(21, K.STOP, "w-1", "A-1"),
+            ev(22, K.START, "w-0", "A-1"), ev(30, K.JOIN, "w-1"),
+            ev(40, K.STOP, "w-0", "A-0"), ev(41, K.START, "w-1", "A-0")]
+    assert [r.resource for r in invariants.stops_on_undisturbed_members(rows)] == ["A-0"]
+    assert invariants.needless_stops(rows) == []
+
+
+def test_a_stop_and_start_in_place_on_an_undisturbed_member_fails_the_needless_invariant():
+    # What eager does: w-0 is not restarting, yet stops A-0 only to start it again.
+    rows = [*steady(), ev(40, K.STOP, "w-0", "A-0"), ev(41, K.START, "w-0", "A-0"),
+            ev(50, K.STOP, "w-1", "A-1")]
+    bad = invariants.needless_stops(rows)
+    assert [(r.ts_ms, r.member, r.resource) for r in bad] == [
+        (40, "w-0", "A-0"), (50, "w-1", "A-1")]
