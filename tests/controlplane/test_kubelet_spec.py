@@ -44,3 +44,17 @@ def test_only_an_exact_container_port_is_remapped():
 def test_image_repository_drops_registry_tag_and_digest():
     assert kubelet.image_repository("kooper:0.1.0") == "kooper"
     assert kubelet.image_repository("r.io/x/kooper-worker@sha256:ab") == "kooper-worker"
+
+
+def test_a_pods_process_gets_its_own_mounts_and_the_pods_name_as_hostname(tmp_path):
+    node = kubelet.Kubelet(None, state_dir=tmp_path, api_host="127.0.0.1", api_port=6443,
+                           ca_file=tmp_path / "ca.crt")
+    local = kubelet.LocalPod(
+        uid="u-1", namespace="team", name="w-0", container="worker", image="kooper-worker",
+        dir=tmp_path / "w-0", argv=["kooper", "worker"], env={"HOSTNAME": "w-0"}, probe=None,
+        restart_policy="Always", token_sa="kooper-worker")
+    command = node._command(local)
+    assert command[:command.index("--")][:3] == ["unshare", "--mount", "--uts"]
+    script = command[command.index("sh") + 2]
+    assert 'hostname "$HOSTNAME"' in script
+    assert command[-2:] == ["kooper", "worker"]
