@@ -13,7 +13,7 @@ by the reporter: the round revokes it from the reporter before anyone else gets 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from kooper.control import events, snapshot, status
 from kooper.control.inputs import Caches
@@ -47,11 +47,19 @@ def unknown(members: Mapping[ids.WorkerId, model.Member], *,
     return result
 
 
+def documented(members: Mapping[ids.WorkerId, model.Member],
+               given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
+               ) -> frozenset[ids.WorkerId]:
+    """Members whose document for their current incarnation the operator holds."""
+    return frozenset(m for m, (incarnation, _) in given.items()
+                     if m in members and members[m].incarnation == incarnation)
+
+
 def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
             assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False,
-            assigned_at: Mapping[ids.WorkerId, int] | None = None
-            ) -> tuple[dict[ids.WorkerId, model.Member], dict[ids.WorkerId,
-                                                             model.ConnectorsAndTasks]]:
+            assigned_at: Mapping[ids.WorkerId, int] | None = None,
+            documented: Collection[ids.WorkerId] = ()
+            ) -> tuple[dict[ids.WorkerId, model.Member], Claims]:
     """The members as the assignor should see them, and each member's foreign claims.
 
     A claim is foreign when the previous round assigned the resource to another member
@@ -62,16 +70,19 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
     every unknown claim in a report that acknowledges the member's latest document
     (``assigned_at``): an SDK worker reports a generation only once it stopped all that
     document does not assign, so such a claim is false, and waiting for it to be
-    let go would wait forever.
+    let go would wait forever. A member whose document the operator has not read
+    (``documented``: none written or read for its incarnation) has no ConfigMap to
+    contradict it: what it reports is adopted, as KIP-415's leader does.
     """
     if not claims:
         return dict(members), {}
     if forgotten:
         seen = dict(members)
-        for member_id, resources in claims.items():
+        stripped = {m: r for m, r in claims.items() if m in documented}
+        for member_id, resources in stripped.items():
             seen[member_id] = dataclasses.replace(
                 members[member_id], owned=members[member_id].owned.difference(resources))
-        return seen, dict(claims)
+        return seen, stripped
     theirs: dict[str, ids.WorkerId] = {}
     for owner, resources in assigned.items():
         if owner in members:

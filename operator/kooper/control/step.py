@@ -247,7 +247,9 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     seen_members, foreign = claims.foreign(unknown, members=found.members,
                                            assigned=previous.assignments,
                                            forgotten=previous.forgotten,
-                                           assigned_at=previous.assigned_at)
+                                           assigned_at=previous.assigned_at,
+                                           documented=claims.documented(found.members,
+                                                                        memory.given))
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
     last = memory.last_plan

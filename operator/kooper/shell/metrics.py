@@ -101,7 +101,7 @@ LAST_ROUND = _gauge(
     "kooper_last_round_timestamp_seconds", "Unix time of the group's last completed round")
 GENERATION = _gauge("kooper_assignment_generation", "The group's rebalance generation")
 IGNORED_LEASES = _gauge(
-    "kooper_ignored_leases",
+    "kooper_ignored_lease_members",
     "Member Leases ignored because their label or holder names another member than their "
     "name (kooper-<pod>) does: forged or broken copies, as of the last round")
 COMPUTE = PerGroup(Histogram(
