@@ -167,9 +167,13 @@ class LeaseKeeper:
             if self._stop.is_set():
                 return
             self._wake.clear()
+            sent = self._clock()
             ok = self.renew(owner_uid)
             # After a failure, retry sooner than a full period: the lease is running out.
             interval = self.settings.renew_interval_s if ok else min(
                 self.settings.renew_interval_s, 1.0
             )
-            next_renewal = self._clock() + interval
+            # From when this renewal was *sent*, as the fencing budget counts: timed from
+            # its answer, a slow API (latency L) would space renewals interval + L apart
+            # while the worker fences interval + 2L after the last one it sent.
+            next_renewal = sent + interval
