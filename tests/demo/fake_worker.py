@@ -54,9 +54,11 @@ def main() -> None:
     else:
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     with open(events_file, "a") as out:
-        call("POST", leases, lease)
+        # The row first: a test that sees the Lease (has_joined) may SIGKILL us at once,
+        # and must then find the start row on disk.
         out.write(row("start") + "\n")
         out.flush()
+        call("POST", leases, lease)
         while not stopping:
             time.sleep(0.02)
         body = call("GET", f"{api}/api/v1/namespaces/{ns}/pods/{pod}") or {}
