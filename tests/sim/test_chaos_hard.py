@@ -7,7 +7,7 @@ from kooper.sim import chaos
 
 
 def test_the_first_hard_chaos_seeds_keep_every_invariant():
-    outcomes = [chaos.run_hard(seed) for seed in range(20)]
+    outcomes = [chaos.run_hard(seed) for seed in range(100)]
     assert [(o.seed, o.violations) for o in outcomes if o.violations] == []
     assert sum(o.events for o in outcomes) > 0
 
@@ -25,3 +25,34 @@ def test_the_log_check_finds_double_ownership_and_a_shrinking_epoch():
     late = chaos.check_log([], last_fault_ms=0, delay_ms=0,
                            end_ms=chaos.CONVERGE_BOUND_MS + 1)
     assert late != []
+
+
+def test_the_second_families_forge_reports_offset_clocks_and_leave_departures_to_the_step():
+    forged = offsets = departed = 0
+    for seed in range(40):
+        config, scenario = chaos.draw_hard(seed)
+        extra = chaos.draw_extra(seed)
+        sim = chaos.HardSim(config, scenario, extra)
+        sim.steps = []
+        result = sim.run()
+        assert chaos.check(result) == []
+        forged += len(sim.forged)
+        offsets += any(extra.offsets_ms[o] for o in range(config.pods))
+        # A member cut off past lease + margin leaves the plan by the step's own rule,
+        # while its pod and its (unrenewed) Lease are still there.
+        for inputs, _, _, decided in sim.steps:
+            assert decided.plan is not None
+            leased = {lease.member for lease in inputs.leases}
+            departed += len(leased - set(decided.plan.members))
+    assert forged > 0
+    assert offsets > 0
+    assert departed > 0
+
+
+def test_a_worker_clock_offset_never_decides_an_expiry():
+    config, scenario = chaos.draw_hard(7)
+    plain = chaos.HardSim(config, scenario, chaos.Extra(offsets_ms={}, forge=0.0)).run()
+    skewed = chaos.HardSim(config, scenario, chaos.Extra(
+        offsets_ms={o: (-1) ** o * chaos.OFFSET_MS for o in range(16)}, forge=0.0)).run()
+    assert [(e.ts_ms, e.member, e.resource, e.event) for e in plain.events] == [
+        (e.ts_ms, e.member, e.resource, e.event) for e in skewed.events]

@@ -28,3 +28,16 @@ EAGER_CUT_SHORT = (7716, 18789, 21793, 38245, 39436)
 @pytest.mark.parametrize("seed", [*EPOCH_ISSUED_TWICE, *NOT_RUNNING, *EAGER_CUT_SHORT])
 def test_a_hard_chaos_seed_that_once_failed_keeps_every_invariant(seed: int):
     assert chaos.run_hard(seed, families=1).violations == ()
+
+
+# The second families (forged reports, clock offsets, departures by the step's liveness):
+# a forged claim adopted by a KIP-415 leader that forgot the assignments, at the task's
+# old epoch (2474, 3044, 5647, 8219, 8541); a forged claim on work nobody held, in a
+# report acknowledging the claimant's latest document, waited for forever (4011, 7623,
+# 8344, and under eager, where it held the stop-the-world round open: 2147, 5537, 7289).
+FORGED = (2474, 3044, 5647, 8219, 8541, 4011, 7623, 8344, 2147, 5537, 7289)
+
+
+@pytest.mark.parametrize("seed", FORGED)
+def test_a_forged_claim_neither_reuses_an_epoch_nor_stalls_the_group(seed: int):
+    assert chaos.run_hard(seed).violations == ()

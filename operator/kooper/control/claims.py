@@ -55,10 +55,37 @@ def documented(members: Mapping[ids.WorkerId, model.Member],
                      if m in members and members[m].incarnation == incarnation)
 
 
+def false(members: Mapping[ids.WorkerId, model.Member], *,
+          assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+          assigned_at: Mapping[ids.WorkerId, int], configured: model.ConnectorsAndTasks
+          ) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
+    """Configured resources members claim beyond the latest document they acknowledge.
+
+    An SDK worker reports a generation only once it stopped everything that document
+    does not assign (its assigned set is a full replacement), so a report at or past
+    the member's latest document that claims more is false, whatever it was given
+    before; waiting for it to be let go would wait forever.
+    """
+    result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for member_id, member in members.items():
+        at = assigned_at.get(member_id)
+        mine = assigned.get(member_id)
+        if at is None or mine is None or member.generation < at:
+            continue
+        owned = member.owned
+        if owned is mine or (owned.connectors <= mine.connectors
+                             and owned.tasks <= mine.tasks):
+            continue
+        extra = owned.difference(mine).intersection(configured)
+        if extra:
+            result[member_id] = extra
+    return result
+
+
 def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
             assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False,
             assigned_at: Mapping[ids.WorkerId, int] | None = None,
-            documented: Collection[ids.WorkerId] = ()
+            documented: Collection[ids.WorkerId] = (), untrue: Claims | None = None
             ) -> tuple[dict[ids.WorkerId, model.Member], Claims]:
     """The members as the assignor should see them, and each member's foreign claims.
 
@@ -73,7 +100,14 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
     let go would wait forever. A member whose document the operator has not read
     (``documented``: none written or read for its incarnation) has no ConfigMap to
     contradict it: what it reports is adopted, as KIP-415's leader does.
+    ``untrue`` (``false``) claims are stripped like unknown claims in an acknowledging
+    report.
     """
+    if untrue:
+        merged = dict(claims)
+        for member_id, resources in untrue.items():
+            merged[member_id] = merged.get(member_id, model.EMPTY).union(resources)
+        claims = merged
     if not claims:
         return dict(members), {}
     if forgotten:

@@ -249,7 +249,11 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                            forgotten=previous.forgotten,
                                            assigned_at=previous.assigned_at,
                                            documented=claims.documented(found.members,
-                                                                        memory.given))
+                                                                        memory.given),
+                                           untrue=claims.false(
+                                               found.members, assigned=previous.assignments,
+                                               assigned_at=previous.assigned_at,
+                                               configured=configured))
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
     last = memory.last_plan
