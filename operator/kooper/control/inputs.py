@@ -100,6 +100,10 @@ class Memory:
     """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
     them: a step that knows larger ones (read from ConfigMaps after a restart) persists
     them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+    settings_written: Mapping[str, tuple[Mapping[str, str] | None, str | None]] = \
+        dataclasses.field(default_factory=dict)
+    """connector → (config, state) the members' documents carry (``control.settings``;
+    rebuilt from the ConfigMaps after a restart)."""
     revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
         default_factory=dict)
     """member → the foreign claims its last document already revoked (``control.claims``)."""
@@ -196,6 +200,7 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
     return Memory(state=planner, given=given, pod_owners=state.restore_owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
+        settings_written=result.settings,
         epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
         persisted_epochs=state.persisted_epochs(group.status.get("state")),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),

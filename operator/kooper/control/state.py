@@ -124,6 +124,9 @@ class Restored:
     """The largest membership epoch ever issued (persisted or in a ConfigMap)."""
     epoch_floor: int = 0
     """The largest resource epoch ever issued (persisted or in a ConfigMap)."""
+    settings: Mapping[str, tuple[Mapping[str, str] | None, str | None]] = dataclasses.field(
+        default_factory=dict)
+    """connector → (config, state) as the newest ConfigMap naming it carries them."""
 
 
 def restore(
@@ -148,6 +151,7 @@ def restore(
     planned_for: dict[ids.WorkerId, str] = {}
     member_epoch = max(0, _int(document.get("memberEpoch"), 0))
     unreadable: list[str] = []
+    documents: list[tuple[int, Mapping[str, Mapping[str, str]], Mapping[str, str]]] = []
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
         try:
@@ -160,6 +164,7 @@ def restore(
             continue
         assignments[member] = assignment.assigned
         assigned_at[member] = assignment.generation
+        documents.append((assignment.generation, assignment.configs, assignment.states))
         if assignment.incarnation:
             planned_for[member] = assignment.incarnation
         if assignment.member_epoch:
@@ -229,7 +234,12 @@ def restore(
         backoff=_decode_backoff(document.get("backoff")),
     )
     floor = max([_int(document.get("epochFloor"), 0), *epochs.values()])
-    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch, floor)
+    settings: dict[str, tuple[Mapping[str, str] | None, str | None]] = {}
+    for _, configs, states in sorted(documents, key=lambda d: d[0]):
+        for name in {*configs, *states}:
+            settings[name] = (configs.get(name), states.get(name))
+    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch, floor,
+                    settings)
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:

@@ -56,6 +56,7 @@ from kooper.control import (
     rails,
     restarts,
     rollout,
+    settings,
     snapshot,
     state,
     status,
@@ -287,6 +288,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                               exempt={member for member, _ in seen})
     if foreign:  # after pacing: these members must be rewritten whatever pacing left
         plan = claims.revoke_foreign(plan, foreign, done=memory.revoked_claims)
+    carried = settings.wanted(wanted.configs, wanted.states)
+    plan = settings.rewrite(plan, settings.changed(memory.settings_written, carried))
     out = events.Recorder(memory.reported)
     for member, how in sorted(inputs.edits.items()):
         name = views.configmap_name(member)
@@ -392,9 +395,9 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         given[member] = (message.incarnation,
                          had.union(message.assigned).union(message.revoked))
     learned, handing = _learn(d, failed)
-    settings = group.settings
-    choice = adaptive.choose(learned, max_delay_ms=settings.max_delay_ms)
-    kooper = settings.policy is model.Policy.KOOPER
+    conf = group.settings
+    choice = adaptive.choose(learned, max_delay_ms=conf.max_delay_ms)
+    kooper = conf.policy is model.Policy.KOOPER
     terminating = departures.forget(d.terminating, new_state, d.found.pods)
     out = events.Recorder(d.recorder_entries)
     by_name = {c.name: c for c in inputs.connectors}
@@ -421,6 +424,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
         epoch_floor=floor, persisted_epochs=(member_epoch, floor),
+        settings_written=memory.settings_written if failed else settings.wanted(
+            d.wanted.configs, d.wanted.states),
         revoked_claims={m: r.union(memory.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.foreign.items() if m not in failed},
         terminating=terminating,
@@ -450,7 +455,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
                         ignored_leases=sum(1 for i in d.found.issues
                                            if i.reason == "LeaseIdentityMismatch"),
-                        grace_ms=choice.grace_ms if kooper else max(0, settings.max_delay_ms),
+                        grace_ms=choice.grace_ms if kooper else max(0, conf.max_delay_ms),
                         connector_restarts=len(restarted), failed_resources=len(failing),
                         balancing_deferred=d.paced.deferred,
                         balancing_pending=d.paced.pending,

@@ -1,0 +1,58 @@
+"""A Connector's config or state change reaches the members that run it.
+
+A document is applied only when its generation is newer than the last one the
+worker accepted, and a round whose assignment did not change writes nothing. So a
+changed ``config`` (or ``paused`` / ``running``) needs its own rewrite: every member
+whose document names the connector (its instance or any of its tasks) gets a newer
+generation carrying the new config and state; the worker restarts what changed
+(docs/protocol.md, "What a worker does with an assignment").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from kooper.core import model
+
+Settings = Mapping[str, tuple[Mapping[str, str] | None, str | None]]
+"""connector → (config, state) as the documents last carried them."""
+
+
+def wanted(configs: Mapping[str, Mapping[str, str]], states: Mapping[str, str]) -> dict[
+        str, tuple[Mapping[str, str] | None, str | None]]:
+    """What the documents should carry for every Connector."""
+    return {name: (configs.get(name), states.get(name)) for name in {*configs, *states}}
+
+
+def changed(written: Settings, now: Settings) -> frozenset[str]:
+    """Connectors the documents named with another config or state than ``now``."""
+    return frozenset(name for name, was in written.items()
+                     if name in now and tuple(now[name]) != tuple(was))
+
+
+def rewrite(plan: model.Plan, connectors: Iterable[str]) -> model.Plan:
+    """``plan`` where every member running one of ``connectors`` gets a newer document."""
+    names = frozenset(connectors)
+    if not names:
+        return plan
+    due = [member for member, part in plan.members.items()
+           if member not in plan.changed and _names_any(part.assigned, names)]
+    if not due:
+        return plan
+    generation = plan.state.generation + 1
+    members = dict(plan.members)
+    assigned_at = dict(plan.state.assigned_at)
+    for member in due:
+        part = members[member]
+        members[member] = model.MemberPlan(part.assigned, part.revoked, generation)
+        assigned_at[member] = generation
+    return dataclasses.replace(
+        plan, members=members, changed=plan.changed | frozenset(due),
+        state=dataclasses.replace(plan.state, generation=generation, assigned_at=assigned_at))
+
+
+def _names_any(resources: model.ConnectorsAndTasks, names: frozenset[str]) -> bool:
+    if not resources.connectors.isdisjoint(names):
+        return True
+    return any(model.task_connector(task) in names for task in resources.tasks)
