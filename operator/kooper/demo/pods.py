@@ -37,6 +37,7 @@ WORKER_LABEL = "app.kubernetes.io/name"
 """The label key the demo WorkerGroup selects its pods by."""
 
 KUBELET_FINALIZER = "kooper.dev/emulated-kubelet"
+REVISION_LABEL = "controller-revision-hash"
 """Holds a deleted Pod object (terminating) until its worker process exited."""
 
 
@@ -124,6 +125,8 @@ class PodRunner:
         self.pods: dict[str, Pod] = {}
         self._generation = 0
         self._set_uid = ""
+        self._revisions = 1
+        self._revision = f"{set_name}-{self._revisions}"
 
     # -- naming ------------------------------------------------------------------------
 
@@ -156,6 +159,17 @@ class PodRunner:
                             f" is not the runner's {self.set_name} x{self.replicas}")
         created = self.cluster.create("statefulsets", body, namespace=self.namespace)
         self._set_uid = str(created["metadata"]["uid"])
+        self._set_revision(current=self._revision)
+
+    def _set_revision(self, *, current: str) -> None:
+        """The StatefulSet controller's revisions: pods labelled ``controller-revision-hash``
+        with another revision than ``status.updateRevision`` are due to be replaced (the
+        operator prefers updated members while a roll runs, ``control.rollout``)."""
+        self.cluster.patch("statefulsets", self.set_name,
+                           {"status": {"updateRevision": self._revision,
+                                       "currentRevision": current,
+                                       "replicas": self.replicas}},
+                           namespace=self.namespace, subresource="status")
 
     # -- one pod -------------------------------------------------------------------------
 
@@ -166,7 +180,8 @@ class PodRunner:
             "metadata": {
                 "name": name,
                 "labels": {WORKER_LABEL: self.app_label,
-                           "statefulset.kubernetes.io/pod-name": name},
+                           "statefulset.kubernetes.io/pod-name": name,
+                           REVISION_LABEL: self._revision},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
                                      "name": self.set_name, "uid": self._set_uid,
                                      "controller": True, "blockOwnerDeletion": True}],
@@ -267,7 +282,16 @@ class PodRunner:
         join_timeout_s: float = 30.0,
         progress: Callable[[str], None] = lambda _: None,
     ) -> None:
-        """Restart every pod, highest ordinal first, each after the previous one rejoined."""
+        """Restart every pod, highest ordinal first, each after the previous one rejoined.
+
+        As ``kubectl rollout restart`` does, the roll is a new revision of the pod
+        template: the StatefulSet's ``updateRevision`` moves first, and each pod comes
+        back labelled with it.
+        """
+        previous = self._revision
+        self._revisions += 1
+        self._revision = f"{self.set_name}-{self._revisions}"
+        self._set_revision(current=previous)
         for ordinal in reversed(range(self.replicas)):
             progress(f"restarting {self.pod_name(ordinal)}")
             pod = self.restart_pod(ordinal, restart_s=restart_s)
@@ -277,6 +301,7 @@ class PodRunner:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{pod.name} did not rejoin in {join_timeout_s}s")
                 time.sleep(0.1)
+        self._set_revision(current=self._revision)
 
     def lease_of(self, pod: Pod) -> dict[str, Any] | None:
         """The worker's Lease ``kooper-<pod>`` if it exists."""
