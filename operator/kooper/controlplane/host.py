@@ -79,24 +79,14 @@ def read_handle(state_dir: pathlib.Path) -> Handle | None:
                   etcd_url=info["etcd_url"], pid=int(info["pid"]))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_pid(pid: int, *, timeout_s: float) -> None:
     """SIGTERM ``pid`` and wait for it to go (SIGKILL after ``timeout_s``)."""
-    if not _alive(pid):
+    if not processes.pid_alive(pid):
         return
     os.kill(pid, signal.SIGTERM)
     try:
-        processes.wait_for(f"the local cluster (pid {pid}) to stop", lambda: not _alive(pid),
-                           timeout_s=timeout_s)
+        processes.wait_for(f"the local cluster (pid {pid}) to stop",
+                           lambda: not processes.pid_alive(pid), timeout_s=timeout_s)
     except processes.TimedOut:
         os.kill(pid, signal.SIGKILL)
 

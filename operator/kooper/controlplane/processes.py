@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import pathlib
 import random
 import signal
@@ -114,3 +115,14 @@ def log_tail(path: pathlib.Path, lines: int = 3) -> str:
     """The last lines of a log, for an error message that points at it."""
     text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
     return " | ".join(text[-lines:]) + f" (log: {path})"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one another user owns counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import pathlib
 import subprocess
 import sys
@@ -73,16 +72,6 @@ def install_crds(handle: host.Handle) -> None:
             raise pods.DemoError(f"kubectl {argv[0]} crds/: {done.stderr.strip()}")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def local_cluster(out: pathlib.Path, *, cluster_dir: pathlib.Path | None,
                   progress: Callable[[str], None]) -> Iterator[host.Handle]:
@@ -98,7 +87,7 @@ def local_cluster(out: pathlib.Path, *, cluster_dir: pathlib.Path | None,
     bins = binaries_or_hint()
     state = out.resolve() / "cluster"
     running = host.read_handle(state)
-    if running is not None and _alive(running.pid):
+    if running is not None and processes.pid_alive(running.pid):
         raise pods.DemoError(f"a local cluster already runs in {state} (another kooper demo "
                              f"--keep?): stop it, or use it with --cluster-dir {state}")
     host.clean(state)  # what a killed earlier demo left: etcd data of another cluster
