@@ -168,6 +168,8 @@ class _Decision:
     rejected: Mapping[str, tuple[object, str]]
     hold: rails.Hold
     paced: pacing.Pacing
+    carried: settings.Settings
+    """Each connector's (config, state) as this round's documents carry them."""
     terminating: departures.Seen = frozenset()
     foreign: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
         default_factory=dict)
@@ -308,7 +310,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
         judged=judged, observed=observed, every=every, rejected=rejected, hold=hold,
-        terminating=seen, foreign=foreign, paced=paced,
+        terminating=seen, foreign=foreign, paced=paced, carried=carried,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -424,8 +426,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=member_epochs, member_epoch=member_epoch, observed=d.observed,
         epoch_floor=floor, persisted_epochs=(member_epoch, floor),
-        settings_written=memory.settings_written if failed else settings.wanted(
-            d.wanted.configs, d.wanted.states),
+        settings_written=memory.settings_written if failed else d.carried,
         revoked_claims={m: r.union(memory.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.foreign.items() if m not in failed},
         terminating=terminating,
