@@ -6,7 +6,7 @@ import dataclasses
 
 from kooper.control import modelled, state, views
 from kooper.control import step as control
-from kooper.core import ids, model
+from kooper.core import assignor, ids, model
 from kooper.protocol import codec, messages
 
 W = ids.WorkerId
@@ -210,3 +210,40 @@ def test_a_restart_after_an_eager_round_died_mid_write_finishes_the_rebalance():
 
 def configmaps_doc(configmaps: dict[str, views.ConfigMapView], name: str) -> messages.Assignment:
     return codec.decode_assignment(configmaps[name].text)
+
+
+def test_a_leader_that_forgot_the_assignments_never_keeps_work_at_an_epoch_issued_to_another():
+    # KIP-415's new leader adopts what each member reports. b's document (read at the
+    # restore) assigns it nothing; it only listed A-1 as revoked, after b claimed A-1
+    # while nobody held it. a ran A-1 at its epoch, stopped it, and the operator died.
+    # Keeping A-1 with b at a's epoch would start one task twice at one epoch (hard
+    # chaos seed 58615): it restarts in place at a new epoch instead.
+    kip415 = model.Settings(model.Protocol.COMPATIBLE, model.Policy.KIP415, max_delay_ms=0)
+    a = member("a")
+    first = control.step(inputs([a]), control.Memory(), now_ms=0)
+    (a,) = applied(first, [a])
+    issued = first.configmap_writes[0].epochs["A-1"]
+    b_doc = messages.Assignment(
+        group=GROUP, member="b", generation=2, protocol=model.Protocol.COMPATIBLE,
+        assigned=model.EMPTY, revoked=model.ConnectorsAndTasks(frozenset(), frozenset({"A-1"})),
+        incarnation="1", member_epoch=2)
+    a_doc = dataclasses.replace(first.configmap_writes[0], generation=2,
+                                assigned=a.owned.difference(b_doc.revoked),
+                                revoked=b_doc.revoked)
+    configmaps = {doc.member: views.ConfigMapView(
+        namespace=modelled.NAMESPACE, name=views.configmap_name(doc.member), group=GROUP,
+        member=doc.member, resource_version="1", text=codec.encode_assignment(doc))
+        for doc in (a_doc, b_doc)}
+    group = modelled.group(GROUP, kip415)
+    memory = control.restored(group, configmaps)
+    memory = dataclasses.replace(memory, state=assignor.forget(memory.state))
+    a = dataclasses.replace(a, owned=a_doc.assigned, generation=2)
+    b = dataclasses.replace(member("b"), owned=b_doc.revoked, generation=2)
+    plain = inputs([a, b], {"a": 1, "b": 2}, configmaps=configmaps)
+    after = control.step(dataclasses.replace(plain, group=group), memory, now_ms=10)
+    written = {w.member: w for w in after.configmap_writes}
+    holder = next(w for w in written.values() if "A-1" in w.assigned.tasks)
+    assert holder.epochs["A-1"] > issued
+    # What a's document did assign stays at its epoch: nothing else restarts.
+    kept = [r for r in a_doc.assigned.tasks if r in written.get(W("a"), a_doc).assigned.tasks]
+    assert all(written.get(W("a"), a_doc).epochs.get(r) == issued for r in kept)

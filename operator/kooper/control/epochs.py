@@ -81,3 +81,28 @@ def unpersisted(memory: Memory) -> tuple[int, int] | None:
     if wanted[0] <= persisted[0] and wanted[1] <= persisted[1]:
         return None
     return max(wanted[0], persisted[0]), max(wanted[1], persisted[1])
+
+
+def unissued(members: Mapping[ids.WorkerId, model.Member],
+             documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
+             ) -> frozenset[str]:
+    """Resources a leader that forgot the assignments would adopt from a report at an
+    epoch that was never issued to the reporter: what a member reports beyond what its
+    ConfigMap (read at the restore, same incarnation) assigns it.
+
+    KIP-415's new leader keeps each member's reported work with it, and a kept resource
+    keeps its epoch. That epoch belongs to the member the last document assigned it to;
+    a report can hold more (work only revoked from it, or a forged claim that nobody
+    else held), and keeping that at the same epoch would start one task twice at one
+    epoch. Such resources restart in place with a new epoch instead (``restarts``).
+    A member without a document keeps what it reports, as Kafka's leader does.
+    """
+    found: set[str] = set()
+    for member_id, member in members.items():
+        document = documents.get(member_id)
+        if document is None or document[0] != member.incarnation:
+            continue
+        extra = member.owned.difference(document[1])
+        found.update(extra.connectors)
+        found.update(extra.tasks)
+    return frozenset(found)

@@ -75,6 +75,10 @@ class Memory:
     given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = dataclasses.field(
         default_factory=dict)
     """member → (incarnation, everything written to its ConfigMap since)."""
+    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = \
+        dataclasses.field(default_factory=dict)
+    """member → (incarnation, what its ConfigMap assigns), as a just-restored leader read
+    them; kept only until its first round (``control.epochs.unissued``)."""
     pod_owners: Mapping[str, Owner] = dataclasses.field(default_factory=dict)
     permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """Absent members already judged (permanently departed, or leaving on purpose: True)."""
@@ -194,10 +198,12 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
     given = {member: (planner.incarnations.get(member, ""),
                       assigned.union(planner.revoking.get(member, model.EMPTY)))
              for member, assigned in planner.assignments.items()}
+    documents = {member: (planner.incarnations.get(member, ""), assigned)
+                 for member, assigned in planner.assignments.items()}
     epochs = {member: (planner.incarnations.get(member, ""), epoch)
               for member, epoch in result.member_epochs.items()
               if member in planner.assignments}
-    return Memory(state=planner, given=given, pod_owners=state.restore_owners(
+    return Memory(state=planner, given=given, documents=documents, pod_owners=state.restore_owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
         settings_written=result.settings,

@@ -259,6 +259,10 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                                configured=configured))
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
+    if previous.forgotten and memory.documents:
+        adopted = epochs.unissued(snap.members, memory.documents)
+        if adopted:
+            snap = dataclasses.replace(snap, restarts=snap.restarts | adopted)
     last = memory.last_plan
     due = last is not None and last.next_round_at_ms is not None \
         and last.next_round_at_ms <= now_ms
