@@ -47,7 +47,7 @@ def test_every_member_gets_its_own_epoch_and_keeps_it_while_it_stays():
     written = epochs_written(second)
     assert written["c"] == 3
     assert {written[m] for m in written if m != "c"} <= {1, 2}
-    assert second.memory.member_epochs[W("a")] == ("1", 1)
+    assert second.memory.member_epochs[W("a")] == ("1", 1, 0)
 
 
 def test_a_departure_retires_the_epoch_and_a_return_gets_a_new_one():
@@ -80,6 +80,22 @@ def test_a_member_that_fenced_itself_in_its_epoch_gets_a_new_one_once():
     assert later.memory.member_epochs[W("b")][1] == 3
 
 
+def test_a_member_that_fenced_before_it_saw_any_epoch_gets_one_issued_for_its_rejoin():
+    # It fenced with no epoch to retire (its report says epoch 0), so only its fence
+    # count tells the operator that epoch 2 may have been retired on the worker's side.
+    first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
+    members = applied(first, [member("a"), member("b")])
+    settled = control.step(inputs(members, {"a": 1, "b": 2}), first.memory, now_ms=10)
+    rejoined = [members[0], dataclasses.replace(member("b"), fenced=True, rejoins=1)]
+    renewed = control.step(inputs(rejoined, {"a": 1}), settled.memory, now_ms=20)
+    written = {w.member: w for w in renewed.configmap_writes}
+    assert (written["b"].member_epoch, written["b"].rejoins) == (3, 1)
+    later = control.step(inputs([rejoined[0], dataclasses.replace(rejoined[1], generation=0)],
+                                {"a": 1}), renewed.memory, now_ms=30)
+    assert "b" not in epochs_written(later)
+    assert later.memory.member_epochs[W("b")] == ("1", 3, 1)
+
+
 def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
     first = control.step(inputs([member("a"), member("b")]), control.Memory(), now_ms=0)
     members = applied(first, [member("a"), member("b")])
@@ -94,7 +110,7 @@ def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
         for w in first.configmap_writes if w.member == "a"}
     group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
     memory = control.restored(group, configmaps)
-    assert memory.member_epochs == {W("a"): ("1", 1)}
+    assert memory.member_epochs == {W("a"): ("1", 1, 0)}
     assert memory.member_epoch == 2
     back = control.step(inputs([members[0], member("b")], status={"state": persisted},
                                configmaps=configmaps), memory, now_ms=20)

@@ -11,8 +11,9 @@ from kooper.protocol import member
 from kooper.sdk.session import Start, Stop, WriteReport
 
 
-def document(generation, tasks=(), *, epoch, connectors=()):
-    return dataclasses.replace(assignment(generation, connectors, tasks), member_epoch=epoch)
+def document(generation, tasks=(), *, epoch, connectors=(), rejoins=0):
+    return dataclasses.replace(assignment(generation, connectors, tasks), member_epoch=epoch,
+                               rejoins=rejoins)
 
 
 def test_a_document_written_for_the_epoch_a_partition_retired_is_never_applied():
@@ -32,11 +33,34 @@ def test_a_document_written_for_the_epoch_a_partition_retired_is_never_applied()
     assert flat(batches, Start) == []
     report = flat(batches, WriteReport)[-1].report
     assert (report.fenced, report.member_epoch, report.owned.sorted()) == (True, 3, [])
+    assert report.rejoins == 1
     # The operator rejoins it with a new epoch and an empty assignment, then gives work.
-    assert session.receive_assignment(document(7, [], epoch=4))
+    assert session.receive_assignment(document(7, [], epoch=4, rejoins=1))
     report = flat(drive(session), WriteReport)[-1].report
     assert (report.fenced, report.member_epoch, report.generation) == (False, 4, 7)
-    assert session.receive_assignment(document(8, ["c01-0"], epoch=4))
+    assert session.receive_assignment(document(8, ["c01-0"], epoch=4, rejoins=1))
+    assert [a.resource for a in flat(drive(session), Start)] == ["c01-0"]
+
+
+def test_a_member_cut_off_before_its_first_document_never_applies_one_written_meanwhile():
+    # Hard chaos seed 47195: a member joined and was cut off at once. Its delayed join
+    # report reached the operator, which issued it epoch 4 and wrote it documents; the
+    # member fenced itself (with no epoch to retire), the operator declared it departed
+    # (retiring 4) and gave its work away; the partition healed before the ConfigMap
+    # was deleted, and the member read a document of epoch 4: newer than anything it
+    # knew. Each fence counts, and a document names the count its epoch was issued for.
+    session = new_session(lease_ms=1_000)
+    drive(session)
+    session.tick(1_000)  # cut off before any document: fenced, nothing to retire
+    drive(session)
+    session.lease_renewed(1_200)  # healed
+    assert not session.receive_assignment(document(5, ["c02-3"], epoch=4))
+    batches = drive(session)
+    assert flat(batches, Start) == []
+    report = flat(batches, WriteReport)[-1].report
+    assert (report.fenced, report.rejoins, report.member_epoch) == (True, 1, 0)
+    # The operator answers the rejoin with a new epoch issued for it.
+    assert session.receive_assignment(document(7, ["c01-0"], epoch=6, rejoins=1))
     assert [a.resource for a in flat(drive(session), Start)] == ["c01-0"]
 
 

@@ -25,7 +25,16 @@ NOT_RUNNING = (27438,)
 EAGER_CUT_SHORT = (7716, 18789, 21793, 38245, 39436)
 
 
-@pytest.mark.parametrize("seed", [*EPOCH_ISSUED_TWICE, *NOT_RUNNING, *EAGER_CUT_SHORT])
+# A member cut off right after joining fenced itself with no epoch to retire; its
+# delayed join report had made the operator issue it an epoch and write it documents;
+# healed a few ms after it was declared departed, it applied one of them and started
+# work already given to others. Fixed: fences are counted (Report.rejoins) and a
+# document names the count its epoch was issued for (Assignment.rejoins).
+FENCED_BEFORE_ANY_DOCUMENT = (47195,)
+
+
+@pytest.mark.parametrize("seed", [*EPOCH_ISSUED_TWICE, *NOT_RUNNING, *EAGER_CUT_SHORT,
+                                  *FENCED_BEFORE_ANY_DOCUMENT])
 def test_a_hard_chaos_seed_that_once_failed_keeps_every_invariant(seed: int):
     assert chaos.run_hard(seed, families=1).violations == ()
 

@@ -14,34 +14,36 @@ import dataclasses
 from collections.abc import Mapping
 
 from kooper.control import snapshot
-from kooper.control.inputs import Inputs, Memory
+from kooper.control.inputs import Inputs, Membership, Memory
 from kooper.core import ids, model
 from kooper.protocol import messages
 
 
 def member_epochs(memory: Memory, plan: model.Plan,
                    reports: Mapping[ids.WorkerId, messages.Report]
-                   ) -> tuple[dict[ids.WorkerId, tuple[str, int]], int, frozenset[ids.WorkerId]]:
+                   ) -> tuple[dict[ids.WorkerId, Membership], int, frozenset[ids.WorkerId]]:
     """Each member's membership epoch after this round, the largest issued, the new ones.
 
     A member keeps its epoch while it stays a member under the same incarnation. It
     gets a new one (larger than any issued, or any a worker reports) when it joins,
     comes back after being declared departed, restarts as a new process, or reports
-    that it fenced itself in its current epoch (the worker retired it). A member that
-    is not in the plan has none: its epoch is retired with it.
+    that it fenced itself (a larger ``rejoins`` count than the epoch was issued for, or,
+    from a worker that does not count, fenced in its current epoch). A member that is
+    not in the plan has none: its epoch is retired with it.
     """
     issued = max([memory.member_epoch, *(r.member_epoch for r in reports.values())])
-    result: dict[ids.WorkerId, tuple[str, int]] = {}
+    result: dict[ids.WorkerId, Membership] = {}
     fresh: set[ids.WorkerId] = set()
     for member in sorted(plan.members):
         incarnation = plan.state.incarnations.get(member, "")
         known = memory.member_epochs.get(member)
         report = reports.get(member)
-        retired = (known is not None and report is not None and report.fenced
-                   and report.member_epoch >= known[1])
+        retired = known is not None and report is not None and (
+            report.rejoins > known[2]
+            or (report.fenced and report.member_epoch >= known[1]))
         if known is None or known[0] != incarnation or retired:
             issued += 1
-            result[member] = (incarnation, issued)
+            result[member] = (incarnation, issued, report.rejoins if report else 0)
             fresh.add(member)
         else:
             result[member] = known

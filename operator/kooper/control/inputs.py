@@ -64,6 +64,11 @@ class Inputs:
     an owner left out (not read, or not rolling pods) makes no member outdated."""
 
 
+Membership = tuple[str, int, int]
+"""A member's membership as the operator issued it: (incarnation, membership epoch, the
+member's ``rejoins`` count it was issued for)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Memory:
     """What one step hands the next (see the module docstring for what is persisted)."""
@@ -90,10 +95,10 @@ class Memory:
     """Members whose ConfigMap this operator wrote and has not deleted."""
     restarts_done: restarts.Done = dataclasses.field(default_factory=dict)
     restarts_pending: restarts.Pending = dataclasses.field(default_factory=dict)
-    member_epochs: Mapping[ids.WorkerId, tuple[str, int]] = dataclasses.field(
+    member_epochs: Mapping[ids.WorkerId, Membership] = dataclasses.field(
         default_factory=dict)
-    """member → (incarnation, its current membership epoch); a member not here has none
-    (departed: its epoch is retired)."""
+    """member → (incarnation, its current membership epoch, the ``rejoins`` count it was
+    issued for); a member not here has none (departed: its epoch is retired)."""
     member_epoch: int = 0
     """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
     epoch_floor: int = 0
@@ -200,7 +205,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
              for member, assigned in planner.assignments.items()}
     documents = {member: (planner.incarnations.get(member, ""), assigned)
                  for member, assigned in planner.assignments.items()}
-    epochs = {member: (planner.incarnations.get(member, ""), epoch)
+    epochs = {member: (planner.incarnations.get(member, ""), epoch,
+                       result.member_rejoins.get(member, 0))
               for member, epoch in result.member_epochs.items()
               if member in planner.assignments}
     return Memory(state=planner, given=given, documents=documents, pod_owners=state.restore_owners(

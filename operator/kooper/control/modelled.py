@@ -57,7 +57,7 @@ def lease(member: model.Member, member_epoch: int = 0) -> views.LeaseView:
     report = messages.Report(member=member.id, incarnation=member.incarnation,
                              protocols=member.protocols, generation=member.generation,
                              owned=member.owned, fenced=member.fenced,
-                             member_epoch=member_epoch)
+                             member_epoch=member_epoch, rejoins=member.rejoins)
     return views.LeaseView(
         namespace=NAMESPACE, name=views.configmap_name(member.id), member=member.id,
         pod_uid=f"{member.id}/{member.incarnation}", incarnation=member.incarnation,

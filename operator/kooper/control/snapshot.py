@@ -129,6 +129,7 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
         protocols=report.protocols or frozenset({model.Protocol.EAGER}),
         incarnation=report.incarnation,
         fenced=report.fenced,
+        rejoins=report.rejoins,
     ), report, expiry
 
 

@@ -122,6 +122,8 @@ class Restored:
     """Each member's current membership epoch, as its ConfigMap names it."""
     member_epoch: int = 0
     """The largest membership epoch ever issued (persisted or in a ConfigMap)."""
+    member_rejoins: Mapping[ids.WorkerId, int] = dataclasses.field(default_factory=dict)
+    """Each member's ``rejoins`` count its ConfigMap's epoch was issued for."""
     epoch_floor: int = 0
     """The largest resource epoch ever issued (persisted or in a ConfigMap)."""
     settings: Mapping[str, tuple[Mapping[str, str] | None, str | None]] = dataclasses.field(
@@ -148,6 +150,7 @@ def restore(
     assigned_at: dict[ids.WorkerId, int] = {}
     revoking: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     member_epochs: dict[ids.WorkerId, int] = {}
+    member_rejoins: dict[ids.WorkerId, int] = {}
     planned_for: dict[ids.WorkerId, str] = {}
     member_epoch = max(0, _int(document.get("memberEpoch"), 0))
     unreadable: list[str] = []
@@ -169,6 +172,7 @@ def restore(
             planned_for[member] = assignment.incarnation
         if assignment.member_epoch:
             member_epochs[member] = assignment.member_epoch
+            member_rejoins[member] = assignment.rejoins
             member_epoch = max(member_epoch, assignment.member_epoch)
         if assignment.revoked:
             revoking[member] = assignment.revoked
@@ -238,8 +242,8 @@ def restore(
     for _, configs, states in sorted(documents, key=lambda d: d[0]):
         for name in {*configs, *states}:
             settings[name] = (configs.get(name), states.get(name))
-    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch, floor,
-                    settings)
+    return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch,
+                    member_rejoins, floor, settings)
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:
@@ -324,6 +328,7 @@ def assignment_message(
     states: Mapping[str, str],
     incarnation: str,
     member_epoch: int = 0,
+    rejoins: int = 0,
 ) -> messages.Assignment:
     """The Assignment a member's ConfigMap carries for this round.
 
@@ -352,6 +357,7 @@ def assignment_message(
         policy=policy,
         incarnation=incarnation,
         member_epoch=member_epoch,
+        rejoins=rejoins,
     )
 
 

@@ -339,7 +339,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         policy=str(group.settings.policy), delay_ms=plan.delay_ms, leader=inputs.leader,
         epochs=plan.state.epochs, configs=configs, states=states,
         incarnation=plan.state.incarnations.get(member, ""),
-        member_epoch=member_epochs[member][1],
+        member_epoch=member_epochs[member][1], rejoins=member_epochs[member][2],
     ) for member in sorted(to_write))
     new_state = state.merge_partial(previous, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(

@@ -108,6 +108,8 @@ class Member:
     """The member stopped everything itself because it could not renew its Lease,
     and has applied no assignment since: it runs nothing it was given and starts
     again only on a newer assignment."""
+    rejoins: int = 0
+    """How many times this incarnation fenced itself and rejoined (its report's)."""
 
     @property
     def cooperative(self) -> bool:

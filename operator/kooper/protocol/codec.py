@@ -86,6 +86,7 @@ class RawAssignment(TypedDict, total=False):
     states: dict[str, str]
     incarnation: str
     memberEpoch: int
+    rejoins: int
 
 
 class RawFailureCounts(TypedDict):
@@ -110,6 +111,7 @@ class RawReport(TypedDict, total=False):
     fenced: bool
     failureCounts: RawFailureCounts
     memberEpoch: int
+    rejoins: int
 
 
 # --- encoding -----------------------------------------------------------------
@@ -349,6 +351,8 @@ def encode_assignment(assignment: messages.Assignment) -> str:
         fields["incarnation"] = _string(assignment.incarnation)
     if assignment.member_epoch:
         fields["memberEpoch"] = _integer(assignment.member_epoch)
+    if assignment.rejoins:
+        fields["rejoins"] = _integer(assignment.rejoins)
     return _within(
         _object_text(fields),
         messages.MAX_ASSIGNMENT_BYTES,
@@ -379,6 +383,8 @@ def encode_report(report: messages.Report) -> str:
         fields["failureCounts"] = _failure_counts_text(report.failure_counts)
     if report.member_epoch:
         fields["memberEpoch"] = _integer(report.member_epoch)
+    if report.rejoins:
+        fields["rejoins"] = _integer(report.rejoins)
     text = _object_text(fields)
     if len(text) <= messages.MAX_REPORT_BYTES:
         return text
@@ -626,6 +632,7 @@ def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
         policy=_str(document.get("policy", ""), f"{where}.policy"),
         incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
         member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
+        rejoins=_int(document.get("rejoins", 0), f"{where}.rejoins", minimum=0),
     )
 
 
@@ -680,6 +687,7 @@ def _decode_report(document: Mapping[str, Any], *, compact: bool) -> messages.Re
             document.get("failureCounts", _EMPTY), f"{where}.failureCounts"
         ),
         member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
+        rejoins=_int(document.get("rejoins", 0), f"{where}.rejoins", minimum=0),
     )
 
 

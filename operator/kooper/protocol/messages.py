@@ -70,6 +70,11 @@ class Assignment:
     The operator gives each membership of a member a new, greater epoch, and retires
     it when it declares the member departed; a worker acts only on documents of its
     current epoch, and after fencing itself only on a newer one (docs/protocol.md)."""
+    rejoins: int = 0
+    """How many times the member had fenced itself and rejoined (``Report.rejoins``)
+    when the operator issued ``member_epoch``: a worker that fenced itself since acts on
+    none of this membership's documents, even one whose epoch it never saw (issued while
+    it was cut off, and maybe retired since)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +94,9 @@ class Report:
     """True after the member stopped everything because it could not renew its Lease."""
     member_epoch: int = 0
     """The membership epoch of the documents the member acts on (0: none seen yet)."""
+    rejoins: int = 0
+    """How many times this incarnation fenced itself (and rejoined): each is a new
+    membership, which the operator answers with a new epoch naming this count."""
     failure_counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Every resource failing now, with how many times it failed in this incarnation
     (>= 1). Empty from a writer that predates it (then ``failed`` is all there is)."""

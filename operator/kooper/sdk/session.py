@@ -60,7 +60,12 @@ Rules it enforces (docs/protocol.md has the why):
   anything starts. A member that fenced itself retires its epoch: a document of
   that epoch (written while it was cut off, maybe already handed to someone else)
   is ignored, and it waits for a newer epoch, which the operator issues when it
-  rejoins. Documents without an epoch follow the generation rule alone.
+  rejoins. Each fence counts (``Report.rejoins``), and the operator names the count
+  an epoch was issued for (``Assignment.rejoins``): a document issued before the
+  member's last fence is ignored even when the member never saw its epoch (it was
+  cut off right after joining; the document was written meanwhile, and its epoch
+  retired when the operator declared it departed). Documents without an epoch
+  follow the generation rule alone.
 * ``terminate`` (SIGTERM): stop everything (gracefully, ``on_revoked``), report
   owning nothing, then ``ReleaseLease``.
 """
@@ -208,8 +213,12 @@ class Session:
         epoch = assignment.member_epoch
         if epoch and (
             epoch < self._member_epoch or (epoch == self._member_epoch and self._epoch_retired)
+            or assignment.rejoins != self.fencings
         ):
-            return False  # a document of a membership that is over
+            # A document of a membership that is over: an older epoch, the one this
+            # member fenced itself in, or one issued before its last fence (maybe while
+            # it was cut off, before it saw any document, and retired since).
+            return False
         if assignment.generation <= self._accepted_generation:
             return False
         if epoch > self._member_epoch:
@@ -513,6 +522,7 @@ class Session:
             failed=dict(failed),
             fenced=self._fenced,
             member_epoch=self._member_epoch,
+            rejoins=self.fencings,
             failure_counts={
                 resource: self._failure_counts.get(resource, 1) for resource in self._failed
             },

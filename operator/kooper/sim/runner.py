@@ -518,7 +518,8 @@ class Sim:
                     report = action.report
                     self._send_report(pod, model.Member(
                         pod.name, report.owned, report.generation, report.protocols,
-                        report.incarnation, fenced=report.fenced), report.member_epoch)
+                        report.incarnation, fenced=report.fenced, rejoins=report.rejoins),
+                        report.member_epoch)
                 session.done(action)
 
     def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:
@@ -702,7 +703,8 @@ class Sim:
             report = pod.session.report()
             self._send_report(pod, model.Member(
                 pod.name, report.owned, report.generation, report.protocols,
-                report.incarnation, fenced=report.fenced), report.member_epoch)
+                report.incarnation, fenced=report.fenced, rejoins=report.rejoins),
+                report.member_epoch)
             self._pump(pod)
             self._reread(name, token)
             return
@@ -744,10 +746,13 @@ class Sim:
                 written = self.written.get(name)
                 if (written is not None and written.incarnation == member.incarnation
                         and member.generation < written.generation
-                        and not (member.fenced and written.member_epoch
-                                 and written.member_epoch <= self.visible_epochs.get(name, 0))):
-                    # (A member fenced in the epoch of its last document ignores it: it
-                    # rejoins with the new epoch the next round gives it.)
+                        and not (written.member_epoch and (
+                            written.rejoins != member.rejoins
+                            or (member.fenced
+                                and written.member_epoch <= self.visible_epochs.get(name, 0))))):
+                    # (A member that fenced itself since its last document was issued, or
+                    # in that document's epoch, ignores it: it rejoins with the new epoch
+                    # the next round gives it.)
                     return  # the next report or departure triggers the round again
             self.rejoin_wait = False
         inputs = self._inputs()
