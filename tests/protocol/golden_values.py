@@ -59,6 +59,31 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         owned=CAT(["A"], ["A-1", "A-3"]),
         member_epoch=7,
     ),
+    # The rejoin count (optional, added within v1): workers-4 fenced itself twice in this
+    # incarnation; membership 9 was issued for its second rejoin, and a worker acts only
+    # on documents issued for its current count.
+    "v1/assignment_rejoins.json": messages.Assignment(
+        group="connect",
+        member="workers-4",
+        generation=24,
+        protocol=model.Protocol.COMPATIBLE,
+        assigned=CAT([], ["A-1"]),
+        leader="kooper-operator-7d9f/1a2b",
+        epochs={"A-1": 5},
+        policy="kooper",
+        incarnation="9e0d4c21",
+        member_epoch=9,
+        rejoins=2,
+    ),
+    "v1/report_rejoins.json": messages.Report(
+        member="workers-4",
+        incarnation="9e0d4c21",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=21,
+        fenced=True,
+        member_epoch=7,
+        rejoins=2,
+    ),
     "v1/assignment_eager_revoke_all.json": messages.Assignment(
         group="connect",
         member="workers-3",
@@ -153,5 +178,7 @@ ENCODER_OUTPUT = (
     "v1/report_failure_counts.json",
     "v1/assignment_member_epoch.json",
     "v1/report_member_epoch.json",
+    "v1/assignment_rejoins.json",
+    "v1/report_rejoins.json",
 )
 """Golden files that are byte-for-byte what the current encoder writes."""
