@@ -342,7 +342,7 @@ class GroupRunner:
                 warning=event.warning, reporter=self.ctx.identity))
         self.ctx.audit.write(audit.rows(
             previous=previous, plan=plan, group=self.key, policy=str(group.settings.policy),
-            run=self.ctx.run_id, now_ms=now_ms))
+            run=self.ctx.run_id, now_ms=now_ms, snapshot=snap))
         if self.ctx.connector_status and decided.connectors is not None:
             self.statuses.queue(decided.connectors, now_ms)
         metrics.observe_round(

@@ -16,10 +16,15 @@ lease duration, the operator declares it departed at lease + margin: 12-23 s for
 15 s + 5 s) and long ones, operator kills mid-round and mid-write-sequence,
 slow stops (up to 8 s, past the 5 s the budget leaves a stop: the session ends
 its process, which restarts), 3-8 pods and
-message loss up to 0.5. ``check_log`` then checks the event log alone (it knows
-nothing of the simulator's state): no resource on two members at once, per-task
-epochs that only grow across members, and quiescence within ``CONVERGE_BOUND_MS``
-of the last fault plus the delay.
+message loss up to 0.5. Hard runs also record the operator's audit rows
+(``control.audit.rows``, the very rows ``kooper run --audit-log`` writes, for every
+round the operator finished: ``runner.Result.audit``). ``check_log`` then checks the
+workers' event log and those rows alone (it knows nothing of the simulator's
+state): no resource on two members at once, per-task epochs that only grow across
+members, quiescence within ``CONVERGE_BOUND_MS`` of the last fault plus the delay,
+and every scheduled-rebalance delay honoured (``check_delays``: work lost by an
+unplanned departure starts on no other member before the policy's promise ran out;
+its docstring states the promise per policy and each exemption).
 
 Since the second version of the families (``families=2``, the default), hard runs
 also draw a clock offset per pod (up to 10 s either way) that its Lease's
@@ -36,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kooper.control import step as control
 from kooper.control import views
@@ -110,8 +116,13 @@ _HARD_ACTIONS = (
 
 
 def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
-              end_ms: int) -> list[str]:
-    """The invariants the event log alone must show (see the module docstring)."""
+              end_ms: int, audit: Sequence[Mapping[str, Any]] = (),
+              policy: model.Policy | None = None) -> list[str]:
+    """The invariants the event log alone must show (see the module docstring).
+
+    With the operator's ``audit`` rows and the run's ``policy``, also that every
+    scheduled-rebalance delay was honoured (``check_delays``).
+    """
     problems: list[str] = []
     running: dict[str, str] = {}
     last_start: dict[str, tuple[str, int]] = {}
@@ -135,7 +146,180 @@ def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
     if end_ms > last_fault_ms + delay_ms + CONVERGE_BOUND_MS:
         problems.append(f"log: quiet only at {end_ms} ms, {end_ms - last_fault_ms} ms after "
                         "the last fault")
+    if policy is not None:
+        problems += check_delays(audit, events, policy=policy, delay_ms=delay_ms)
     return problems
+
+
+@dataclasses.dataclass(slots=True)
+class _Wait:
+    """A lost resource's promise: not on another member than ``origin`` before ``until_ms``."""
+
+    origin: str
+    since_ms: int
+    until_ms: int
+
+
+def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
+                 policy: model.Policy, delay_ms: int) -> list[str]:
+    """Every scheduled-rebalance delay honoured, judged from the rows and the settings.
+
+    ``audit`` are the operator's audit rows (``control.audit.rows``, in the order it
+    wrote them), ``events`` the workers' rows (their START rows are judged);
+    ``policy`` and ``delay_ms`` are the run's configuration. The check knows nothing
+    of the simulator's state.
+
+    A ``stop``/``lost`` row says that ``member`` departed holding ``resource``. While
+    the protocol promises that the resource waits for it, the resource is neither
+    assigned (an audit ``assigned`` row) nor started (a worker ``start`` row) on any
+    *other* member. The promise, with ``d`` = ``delay_ms``:
+
+    * ``kip415`` (KIP-415, one delay for the group): the check keeps the group's
+      window itself, from the lost rows alone (the rows' ``until_ms`` is not used).
+      A departure with no window open opens one ending at its ``ts_ms + d``; a
+      departure inside an open window waits until that window's end (a member
+      leaving 290 s into a 300 s delay gets 10 s). Work of a member that returns
+      meanwhile waits too (it rejoins empty, as a candidate), though the member
+      itself may start it (it is not *another* member). Planned departures wait as
+      well: the KIP has no such notion (``kooper`` alone hands them over at once).
+    * ``kooper`` (a grace per departure): an ``unplanned`` departure's work waits
+      ``grace_ms`` from its ``lost`` row: the grace the step chose for departures of
+      that round before the assignor ran (``control.adaptive`` may shorten it, to 0
+      when moving is cheaper; the operator publishes it as
+      ``status.adaptive.graceSeconds``). The check takes the grace from the row, never
+      the assignor's outcome, and requires ``0 <= grace <= d`` (a grace is never
+      longer than the configured delay).
+
+    Exemptions, each the protocol's own rule:
+
+    * ``d = 0``: no delay is promised.
+    * The ``eager`` protocol has no scheduled rebalance (KIP-415's delay belongs to the
+      incremental cooperative protocol; ``assignor.eager`` plans with no lost work
+      and no delay): a ``lost`` row of an eager round promises nothing, and a round
+      that runs eager (a protocol change, or an eager-only member joining) ends
+      every wait.
+    * ``kooper``, ``departure: planned``: the step judged the departure planned (its
+      pod was terminating: a rolling restart, a pod deletion) or permanent (its
+      owner will not bring it back: a scale-down); its work is handed over at once
+      (``control.departures``, ``assignor._rule_permanent_departure``). So is the
+      work of an earlier unplanned departure once the operator learns that the member
+      will not return (a ``released`` row: the scale-down came after the kill).
+    * ``kooper``, returning identity: the wait is for the departed member. Once its
+      ``join`` row shows it back, its lost work is placed in that round, back on it
+      (``_rule_returning_identity``), and the round's balancing may place on others
+      the part that would leave it above its share (nothing has to stop for that).
+      A member that self-fenced and reports again (``departure: fenced``) never left:
+      its work goes back to it at once, the same way.
+    * ``kip415``, what is not lost: KIP-415's lost set is the previous assignment less
+      what the members report owning, so a resource that a live member still held
+      when its owner departed (the same round revokes it from that member) is not
+      lost and waits for nothing. (Under ``kooper`` it is still the departed member's
+      work: a claim by another member must not end its wait.)
+    * ``kip415``, the window's end: the round that ends an expired window hands every
+      lost set out (``delays._kip415``), so a departure first seen in that round (the
+      first round at or after the deadline) waits no longer.
+    * A wait ends once the resource is assigned back to the departed member.
+
+    What it cannot see: a round the operator did not finish writes no audit rows, so
+    a departure decided by a round that died between deleting the member's ConfigMap
+    and writing the status is in no row (the restarted operator never learns of it).
+    """
+    return _delays(audit, events, policy=policy, delay_ms=delay_ms)[0]
+
+
+def delays_exercised(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
+                     policy: model.Policy, delay_ms: int) -> int:
+    """How many lost resources waited (``check_delays``'s promise, > 0) and were then
+    assigned to another member once the wait was over: what the check judged."""
+    return _delays(audit, events, policy=policy, delay_ms=delay_ms)[1]
+
+
+def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
+            policy: model.Policy, delay_ms: int) -> tuple[list[str], int]:
+    """``check_delays``'s problems, and ``delays_exercised``'s count."""
+    if delay_ms <= 0:
+        return [], 0
+    problems: list[str] = []
+    exercised = 0
+    kip = policy is model.Policy.KIP415
+    waits: dict[str, _Wait] = {}
+    window: int | None = None
+    """kip415: the end of the group's delay window (None: none opened yet)."""
+    last_round = -1
+    """kip415: when the last round that changed assignments was."""
+    flagged: set[tuple[str, str, int]] = set()
+    held = {(row["ts_ms"], row["resource"]) for row in audit if row.get("change") == "revoked"} \
+        if kip else set()
+    """kip415: (round, resource) revoked from a live member, which still held it."""
+    starts = [e for e in events if e.event is ev.Kind.START]
+    starts.sort(key=lambda e: e.ts_ms)
+    index = 0
+
+    def judge(ts: int, member: str, resource: str, what: str) -> None:
+        wait = waits.get(resource)
+        if wait is None:
+            return
+        if ts >= wait.until_ms:
+            del waits[resource]
+            if member != wait.origin and what == "assigned":
+                nonlocal exercised
+                exercised += 1
+        elif member == wait.origin:
+            if what == "assigned":
+                del waits[resource]
+        elif (resource, wait.origin, wait.since_ms) not in flagged:
+            flagged.add((resource, wait.origin, wait.since_ms))
+            problems.append(f"delay: t={ts} {resource} {what} on {member}, lost from "
+                            f"{wait.origin} at {wait.since_ms}, promised to wait until "
+                            f"{wait.until_ms}")
+
+    for row in audit:
+        ts = row["ts_ms"]
+        while index < len(starts) and starts[index].ts_ms <= ts:
+            start = starts[index]
+            judge(start.ts_ms, start.member, start.resource, "started")
+            index += 1
+        change = row.get("change")
+        if row.get("protocol") == "eager":
+            waits.clear()
+            window = None
+            continue
+        if change == "lost":
+            member, resource = row["member"], row["resource"]
+            if kip:
+                if (ts, resource) in held:
+                    continue  # not lost: a live member holds it (the KIP's lost set)
+                if window is not None and ts < window:
+                    until = window
+                elif window is not None and last_round < window:
+                    until = ts  # this round ends the expired window
+                else:
+                    window = until = ts + delay_ms
+            elif row.get("departure") in ("planned", "fenced"):
+                continue
+            else:
+                grace = int(row.get("grace_ms", delay_ms))
+                if not 0 <= grace <= delay_ms:
+                    problems.append(f"delay: t={ts} {member} departed with a grace of {grace} "
+                                    f"ms, outside 0..{delay_ms} ms")
+                until = ts + grace
+            if until > ts:
+                waits[resource] = _Wait(member, ts, until)
+        elif change == "released":
+            wait = waits.get(row["resource"])
+            if wait is not None and wait.origin == row["member"]:
+                del waits[row["resource"]]
+        elif change == "assigned":
+            judge(ts, row["member"], row["resource"], "assigned")
+        elif change == "join" and not kip:
+            member = row["member"]
+            for resource in [r for r, w in waits.items() if w.origin == member]:
+                del waits[resource]
+        elif change == "round":
+            last_round = ts
+    for start in starts[index:]:
+        judge(start.ts_ms, start.member, start.resource, "started")
+    return problems, exercised
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -279,13 +463,14 @@ def run_hard(seed: int, *, families: int = 2) -> Outcome:
     departures removed by the simulator at lease + margin).
     """
     config, scenario = draw_hard(seed)
-    if families >= 2:
-        result = HardSim(config, scenario, draw_extra(seed)).run()
-    else:
-        result = runner.simulate(config, scenario)
+    sim = HardSim(config, scenario, draw_extra(seed)) if families >= 2 \
+        else runner.Sim(config, scenario)
+    sim.audit = []
+    result = sim.run()
     problems = check(result)
     problems += check_log(result.events, last_fault_ms=result.last_fault_ms,
-                          delay_ms=config.delay_ms, end_ms=result.end_ms)
+                          delay_ms=config.delay_ms, end_ms=result.end_ms,
+                          audit=result.audit, policy=config.policy)
     summary = metrics.run_metrics(result.events)
     if summary.overlaps:
         problems.append(f"event log shows {summary.overlaps} overlaps")

@@ -24,8 +24,9 @@ import dataclasses
 import gc
 import random
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from kooper.control import adaptive, modelled, state, views
+from kooper.control import adaptive, audit, modelled, state, views
 from kooper.control import step as control
 from kooper.core import assignor, defaults, ids, model
 from kooper.core import events as ev
@@ -140,6 +141,9 @@ class Result:
     configured: model.ConnectorsAndTasks
     settings: model.Settings
     last_fault_ms: int
+    audit: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The operator's audit rows (``control.audit.rows``) of every round it completed,
+    when the run recorded them (``Sim.audit``); empty otherwise."""
 
 
 ALL = frozenset(model.Protocol)
@@ -184,6 +188,9 @@ class Sim:
         """member -> the document in its ConfigMap."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
         """When a list: every planned step's (inputs, memory, now_ms, Step) (tests)."""
+        self.audit: list[dict[str, Any]] | None = None
+        """When a list: the audit rows the operator writes after each round whose writes
+        it completed (as ``shell.rounds`` does; a round cut short by a crash has none)."""
         self.rejoin_wait = False
         self.operator_up = True
         self.operator_epoch = 0
@@ -264,6 +271,7 @@ class Sim:
             self.events, self.violations, self.clock.now_ms, self.last_plan,
             {str(p.name): set(p.running) for p in self.pods.values() if p.alive},
             self.configured, self.settings, self.last_fault_ms,
+            self.audit if self.audit is not None else [],
         )
 
     def _spawn(self, ordinal: int, protocols: frozenset[model.Protocol], after_ms: int, *,
@@ -776,6 +784,11 @@ class Sim:
             return
         for write in writes:
             self._execute(write)
+        if self.audit is not None:
+            self.audit.extend(audit.rows(
+                previous=decided.previous or model.PlanState(), plan=plan,
+                group=self.config.group, policy=str(self.settings.policy), run=self.run_id,
+                now_ms=self.clock.now_ms, snapshot=decided.snapshot))
         if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
             self.deadline_at = plan.next_round_at_ms
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
