@@ -35,7 +35,7 @@ kube-bins:
 	bash hack/kube/build.sh
 
 ## make bench: prints the benchmark numbers (not a timed test).
-bench: $(STAMP)
+bench: $(STAMP) kube-bins
 	$(BIN)/python benchmarks/run_all.py
 
 ## make e2e: the kind drills (needs Docker, kind, kubectl, helm).

@@ -1,7 +1,11 @@
 """Chaos with real processes: ``kooper run`` and ``kooper worker --demo`` under faults.
 
-Each run is a fresh group (e2e/chaos_real.py: the emulator over HTTP, the operator
-and 4 workers as OS processes, 2 connectors, 8 resources) that goes through
+Each run is a fresh group (e2e/chaos_real.py: the operator and 4 workers as OS
+processes, 2 connectors, 8 resources) on the API ``--backend`` names: ``real`` (the
+default: a local control plane, real kube-apiserver, etcd and kube-controller-manager,
+started once for all runs, each run in a namespace of its own, the API faults made by
+the fault proxy e2e/fault_proxy.py in front of it) or ``emulator`` (the in-process
+emulator over HTTP, its own fault switches). Each run goes through
 ``--faults`` faults drawn (seeded) from every family, each to convergence: worker
 SIGKILL, operator SIGKILL mid-round, HTTP 500 and 429 bursts, a slow API, a frozen
 worker (SIGSTOP past its Lease), a frozen worker with the operator SIGKILLed
@@ -15,12 +19,15 @@ stated bound. Overlaps with a frozen member whose work was started elsewhere at 
 higher epoch are counted and printed in their own column (no lease can prevent
 them; docs/sdk.md, "Chaos with real processes").
 
-    python benchmarks/bench_chaos_real.py [--runs 10] [--faults 6] [--seed 0]
+    python benchmarks/bench_chaos_real.py [--backend real|emulator] [--runs 10] [--faults 8]
+                                          [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import pathlib
 import random
 import sys
@@ -29,9 +36,37 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # e2e/ is a package of the repository, not of kooper
 
-from e2e import chaos_real  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 
+from e2e import chaos_real, realplane  # noqa: E402
+
+from kooper.controlplane import binaries, host  # noqa: E402
 from kooper.demo import pods  # noqa: E402
+from kooper.sdk import kube  # noqa: E402
+
+
+@contextlib.contextmanager
+def backend(name: str, out: pathlib.Path
+            ) -> Iterator[Callable[[pathlib.Path], chaos_real.Plane]]:
+    """The API backend every run uses (a local cluster is started once, stopped after)."""
+    if name == "emulator":
+        yield chaos_real.EmulatorPlane
+        return
+    state = out.resolve() / "cluster"
+    host.clean(state)
+    started = time.perf_counter()
+    try:
+        bins = binaries.locate(build=False)
+    except binaries.BinariesError as exc:
+        raise SystemExit(f"--backend real needs the control plane's binaries (make kube-bins), "
+                         f"or use --backend emulator: {exc}") from exc
+    handle = host.start(state, bin_dir=bins)
+    print(f"local control plane at {handle.server} ({time.perf_counter() - started:.0f} s)",
+          flush=True)
+    try:
+        yield functools.partial(realplane.RealPlane, handle)
+    finally:
+        handle.stop()
 
 
 def faults_for(seed: int, count: int, pods: int) -> list[tuple[str, int]]:
@@ -47,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run, print, and exit 1 on any violation."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=("real", "emulator"), default="real",
+                        help="the API: a real kube-apiserver behind the fault proxy "
+                             "(default), or the in-process emulator")
     parser.add_argument("--runs", type=int, default=10, help="groups to run (default 10)")
     parser.add_argument("--faults", type=int, default=len(chaos_real.FAULTS),
                         help="faults per run (default: one of each family)")
@@ -55,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="where each run's logs go")
     args = parser.parse_args(argv)
     settings = chaos_real.Settings()
+    with backend(args.backend, args.out) as plane:
+        return run_all(args, settings, plane)
+
+
+def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
+            plane: Callable[[pathlib.Path], chaos_real.Plane]) -> int:
+    """Every run on ``plane``; prints as it goes."""
     started = time.perf_counter()
     totals = {"faults": 0, "overlaps": 0, "frozen": 0, "double": 0, "lost": 0, "epochs": 0,
               "late": 0, "errors": 0}
@@ -66,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         faults = faults_for(seed, args.faults, settings.pods)
         run_started = time.perf_counter()
         try:
-            report = chaos_real.run_scenario(settings, args.out / f"run-{seed}", faults)
-        except (TimeoutError, pods.DemoError) as exc:
+            report = chaos_real.run_scenario(settings, args.out / f"run-{seed}", faults,
+                                             plane=plane)
+        except (TimeoutError, pods.DemoError, kube.ApiError) as exc:
             totals["errors"] += 1
             print(f"{seed:>4} did not finish: {exc}", flush=True)
             continue
@@ -94,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                   + totals["errors"])
     converge.sort()
     median = converge[len(converge) // 2] if converge else 0.0
-    print(f"real chaos: {args.runs} runs, {totals['faults']} faults, {elapsed:.0f} s; "
+    print(f"real chaos ({args.backend}): {args.runs} runs, {totals['faults']} faults, "
+          f"{elapsed:.0f} s; "
           f"violations {violations} (double ownership {totals['double']}, lost "
           f"{totals['lost']}, epoch or generation regressions {totals['epochs']}, late "
           f"{totals['late']}, "

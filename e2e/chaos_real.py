@@ -28,13 +28,14 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import IO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, Protocol
 
 from e2e import chaos_log
 from kooper.core import events
@@ -87,15 +88,78 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Harness:
-    """One emulator, one operator process, ``settings.pods`` worker processes."""
+class EmulatorPlane:
+    """The emulator (``kooper.emulator``) over HTTP in this process, its own fault switches."""
 
-    def __init__(self, settings: Settings, workdir: pathlib.Path, *, run: str = "chaos") -> None:
+    name = "emulator"
+    namespace = "default"
+
+    def __init__(self, workdir: pathlib.Path) -> None:
+        del workdir
+        self.api = emulated.EmulatedCluster(crds=sorted(embedded.CRDS_DIR.glob("*.yaml")))
+
+    def start(self) -> None:
+        """Serve the emulator."""
+        self.api.start()
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self.api.stop()
+
+    def pod_runner(self, *, workdir: pathlib.Path, replicas: int,
+                   worker_args: tuple[str, ...]) -> pods.PodRunner:
+        """The emulator's pod runner (``kooper.demo.pods``)."""
+        return pods.PodRunner(self.api, workdir=workdir, replicas=replicas,
+                              worker_args=worker_args, grace_s=5.0)
+
+    def create(self, plural: str, body: Mapping[str, Any]) -> None:
+        """Create a WorkerGroup or a Connector (directly: faults apply to HTTP only)."""
+        self.api.create(plural, dict(body), namespace=self.namespace)
+
+    def operator_command(self) -> tuple[list[str], dict[str, str]]:
+        """The operator's extra arguments and environment (the emulator's URL)."""
+        return [], pods.child_env(self.api.url)
+
+    def fail_next_writes(self, count: int, *, code: int) -> None:
+        """Answer the next ``count`` writes of any client with ``code``."""
+        self.api.fail_next_writes(None, count, code=code)
+
+    def pending_failures(self) -> int:
+        """Injected errors not served yet."""
+        return self.api.pending_failures()
+
+    def set_delay(self, seconds: float) -> None:
+        """Hold every answer ``seconds``."""
+        self.api.set_delay(seconds)
+
+
+class Plane(Protocol):
+    """What the harness needs of an API backend (``EmulatorPlane``, ``realplane.RealPlane``)."""
+
+    name: str
+    namespace: str
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def pod_runner(self, *, workdir: pathlib.Path, replicas: int,
+                   worker_args: tuple[str, ...]) -> Any: ...
+    def create(self, plural: str, body: Mapping[str, Any]) -> None: ...
+    def operator_command(self) -> tuple[list[str], dict[str, str]]: ...
+    def fail_next_writes(self, count: int, *, code: int) -> None: ...
+    def pending_failures(self) -> int: ...
+    def set_delay(self, seconds: float) -> None: ...
+
+
+class Harness:
+    """One API backend, one operator process, ``settings.pods`` worker processes."""
+
+    def __init__(self, settings: Settings, workdir: pathlib.Path, *, run: str = "chaos",
+                 plane: Callable[[pathlib.Path], Plane] = EmulatorPlane) -> None:
+        """``plane`` makes the API backend for ``workdir`` (default: the emulator)."""
         self.settings = settings
         self.workdir = workdir
         self.run = run
-        crds = sorted(embedded.CRDS_DIR.glob("*.yaml"))
-        self.api = emulated.EmulatedCluster(crds=crds)
+        self.plane = plane(workdir)
         self.audit_log = workdir / "operator.audit.jsonl"
         self.process_log = workdir / "processes.jsonl"
         self.operator: subprocess.Popen[bytes] | None = None
@@ -103,19 +167,22 @@ class Harness:
         self._operator_log: IO[bytes] | None = None
         self._lock = threading.Lock()
         self._reapers: list[threading.Thread] = []
-        self.runner: pods.PodRunner | None = None
+        self.runner: Any = None
 
     # --- lifecycle -----------------------------------------------------------------
 
     def __enter__(self) -> Harness:
         self.workdir.mkdir(parents=True, exist_ok=True)
         for stale in self.workdir.glob("*"):
-            stale.unlink()
-        self.api.start()
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+        self.plane.start()
         try:
-            self.runner = pods.PodRunner(self.api, workdir=self.workdir,
-                                         replicas=self.settings.pods,
-                                         worker_args=self._worker_args(), grace_s=5.0)
+            self.runner = self.plane.pod_runner(workdir=self.workdir,
+                                                replicas=self.settings.pods,
+                                                worker_args=self._worker_args())
             self.start_operator()
             self._create_objects()
             self.runner.create_statefulset()
@@ -140,7 +207,7 @@ class Harness:
             self._operator_log.close()
         for reaper in self._reapers:
             reaper.join(timeout=10)
-        self.api.stop()
+        self.plane.stop()
 
     def _worker_args(self) -> tuple[str, ...]:
         s = self.settings
@@ -151,20 +218,20 @@ class Harness:
     def _create_objects(self) -> None:
         assert self.runner is not None
         s = self.settings
-        self.api.create("workergroups", {
+        self.plane.create("workergroups", {
             "apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
             "metadata": {"name": GROUP},
             "spec": {"selector": {"matchLabels": {pods.WORKER_LABEL: self.runner.app_label}},
                      "protocol": "compatible", "policy": "kooper",
                      "scheduledRebalanceMaxDelay": f"{s.delay_s}s",
                      "leaseDurationSeconds": s.lease_s, "clockSkewSeconds": s.skew_s},
-        }, namespace="default")
+        })
         for connector, tasks in s.connectors:
-            self.api.create("connectors", {
+            self.plane.create("connectors", {
                 "apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
                 "metadata": {"name": connector},
                 "spec": {"workerGroup": GROUP, "tasksMax": tasks, "config": {"type": "counter"}},
-            }, namespace="default")
+            })
 
     # --- the process log -------------------------------------------------------------
 
@@ -202,10 +269,12 @@ class Harness:
         self.operator_starts += 1
         if self._operator_log is None:
             self._operator_log = (self.workdir / "operator.log").open("ab")
-        argv = [sys.executable, "-m", "kooper.cli", "run", "--namespace", "default",
+        extra, env = self.plane.operator_command()
+        argv = [sys.executable, "-m", "kooper.cli", "run", *extra,
+                "--namespace", self.plane.namespace,
                 "--metrics-port", "0", "--health-port", "0", "--audit-log", str(self.audit_log),
                 "--identity", f"operator-{self.operator_starts}"]
-        self.operator = subprocess.Popen(argv, env=pods.child_env(self.api.url),
+        self.operator = subprocess.Popen(argv, env=env,
                                          stdout=self._operator_log, stderr=subprocess.STDOUT)
 
     # --- faults ----------------------------------------------------------------------
@@ -228,20 +297,20 @@ class Harness:
 
     def api_errors(self, code: int, count: int) -> None:
         """Answer the next ``count`` writes of any client with ``code`` (500, 429...)."""
-        self.api.fail_next_writes(None, count, code=code)
+        self.plane.fail_next_writes(count, code=code)
 
     def api_errors_served(self) -> bool:
         """Whether every injected error was answered."""
-        return self.api.pending_failures() == 0
+        return self.plane.pending_failures() == 0
 
     @contextlib.contextmanager
     def slow_api(self, seconds: float) -> Iterator[None]:
         """Every answer (reads, writes, watch starts) held ``seconds`` while inside."""
-        self.api.set_delay(seconds)
+        self.plane.set_delay(seconds)
         try:
             yield
         finally:
-            self.api.set_delay(0)
+            self.plane.set_delay(0)
 
     def freeze_worker(self, ordinal: int) -> pods.Pod:
         """SIGSTOP the worker (call ``thaw_worker`` after)."""
@@ -421,6 +490,9 @@ margin``: 3 s with a 5 s lease): at 1 s per answer and ``renew_s`` 1 the workers
 themselves every cycle and the group never settles (docs/sdk.md, "Chaos with real
 processes")."""
 
+BURST = 20
+"""How many writes an ``api-500`` or ``api-429`` burst answers with the error."""
+
 FAULTS = ("worker-sigkill", "operator-sigkill", "api-500", "api-429", "slow-api",
           "frozen-worker", "frozen-operator-sigkill", "frozen-past-delay")
 """What ``inject`` knows. ``frozen-past-delay`` is the one fault no lease can cover: the
@@ -444,7 +516,7 @@ def inject(h: Harness, fault: str, ordinal: int) -> Step:
     elif fault in ("api-500", "api-429"):
         # A worker dies as a burst of errors starts: the operator's reaction, the
         # replacement's join and every renewal meet the errors until they are served.
-        h.api_errors(int(fault[-3:]), 20)
+        h.api_errors(int(fault[-3:]), BURST)
         h.kill_worker(ordinal)
         _wait(h, f"{fault} burst served", h.api_errors_served)
     elif fault == "slow-api":
@@ -520,9 +592,10 @@ def check(h: Harness, steps: Sequence[Step]) -> Report:
 
 def run_scenario(settings: Settings, workdir: pathlib.Path,
                  faults: Sequence[tuple[str, int]], *,
-                 progress: Callable[[str], None] = lambda _: None) -> Report:
+                 progress: Callable[[str], None] = lambda _: None,
+                 plane: Callable[[pathlib.Path], Plane] = EmulatorPlane) -> Report:
     """One group, the faults in order (each to convergence), then the invariants."""
-    with Harness(settings, workdir) as h:
+    with Harness(settings, workdir, plane=plane) as h:
         h.wait_converged(after_ms=now_ms(), timeout_s=120)
         progress("converged")
         steps = []
