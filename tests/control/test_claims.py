@@ -87,15 +87,34 @@ def test_every_member_claiming_every_task_takes_nothing_from_anyone():
     assert {w.member for w in decided.configmap_writes} == {m.id for m in members}
 
 
-def test_a_claim_on_work_nobody_holds_is_revoked_before_anyone_else_gets_it():
+def test_a_claim_on_lost_work_leaves_it_waiting_for_its_departed_member():
+    # Hard chaos seeds 593 and 2201: the claimant held it, let it go, and it went out as
+    # free work before the departed member's grace ran out.
     memory, members, now = settled(2)
     gone = members[0]
     decided, rest = run(members[1:], memory, now)  # its work is lost, held back by the delay
     assert decided.plan is not None
     lost = gone.owned
-    forged = claiming(rest, 0, lost)
-    claimed, _ = run(forged, decided.memory, now + 10)
+    assert decided.plan.state.lost == {gone.id: lost}
+    # A report that has not acknowledged the claimant's latest document yet (one that
+    # does is false on its face: ``claims.false``).
+    forged = [dataclasses.replace(m, generation=m.generation - 1)
+              for m in claiming(rest, 0, lost)]
+    claimed, after = run(forged, decided.memory, now + 10)
     assert claimed.plan is not None
-    # Not another member's: the claimant counts as holding it until it lets go.
+    # Not the claimant's: it is neither assigned to it nor waited for as its holding.
     part = claimed.plan.members[members[1].id]
     assert lost.tasks.isdisjoint(part.assigned.tasks)
+    assert lost.tasks.isdisjoint(part.revoked.tasks)
+    assert claimed.plan.state.lost == {gone.id: lost}
+    doc = next(w for w in claimed.configmap_writes if w.member == members[1].id)
+    assert doc.generation > rest[0].generation
+    assert lost.tasks.isdisjoint(doc.assigned.tasks)
+    # Once the claimant stops claiming, the work still waits; its member comes back
+    # within the grace and gets it back.
+    honest, _ = run(after, claimed.memory, now + 20)
+    state = (honest.plan or claimed.plan).state
+    assert state.lost == {gone.id: lost}
+    back, _ = run([member(gone.id), *after], honest.memory, now + 30)
+    assert back.plan is not None
+    assert lost.tasks <= back.plan.members[gone.id].assigned.tasks

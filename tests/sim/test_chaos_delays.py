@@ -284,14 +284,13 @@ def test_the_check_fails_an_operator_that_breaks_its_promise(monkeypatch, broken
 
 # A forged claim standing when the owner departs takes the departed member's work out of
 # its grace under ``kooper``: the claim makes the claimant hold it, so it is not lost; the
-# round revokes it from the claimant and, once that is acknowledged, hands it out as free
-# work before the grace ran out (``control.claims`` leaves out claims on the work of live
-# members only). Not fixed yet: these seeds fail the delay check.
+# round revoked it from the claimant and, once that was acknowledged, handed it out as
+# free work before the grace ran out. Fixed: ``control.claims.foreign`` counts lost work
+# (and work of a member gone this round) as its departed member's, so such a claim is
+# stripped and the work keeps waiting.
 FORGED_CLAIM_ENDS_A_GRACE = (593, 2201)
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: a forged claim ends a departed "
-                   "member's grace (kooper)")
 @pytest.mark.parametrize("seed", FORGED_CLAIM_ENDS_A_GRACE)
 def test_a_forged_claim_does_not_end_a_departed_members_grace(seed: int):
     assert chaos.run_hard(seed).violations == ()

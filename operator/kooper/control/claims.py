@@ -2,12 +2,14 @@
 never given (``UnknownClaim``), as (reason, message) pairs and once-per-subject Events.
 
 A report never takes work from another member. A member that claims a resource the
-previous round assigned to another live member (``foreign``) does not contest it:
+previous round assigned to another live member, or that a departed member lost
+(``foreign``), does not contest it:
 the claim is left out of the snapshot, so the assignor keeps the resource with its
 rightful owner, and the reporter alone gets a newer document without it (its
 assigned set is a full replacement, so an SDK worker that did start it stops it;
-``revoke_foreign``). Only a claim on work nobody else holds counts as held
-by the reporter: the round revokes it from the reporter before anyone else gets it.
+``revoke_foreign``); lost work keeps waiting for its member. Only a claim on work
+nobody else holds or lost counts as held by the reporter: the round revokes it from
+the reporter before anyone else gets it.
 """
 
 from __future__ import annotations
@@ -83,14 +85,19 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
 
 
 def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
-            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks], forgotten: bool = False,
+            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+            lost: Mapping[ids.WorkerId, model.ConnectorsAndTasks] | None = None,
+            forgotten: bool = False,
             assigned_at: Mapping[ids.WorkerId, int] | None = None,
             documented: Collection[ids.WorkerId] = (), untrue: Claims | None = None
             ) -> tuple[dict[ids.WorkerId, model.Member], Claims]:
     """The members as the assignor should see them, and each member's foreign claims.
 
     A claim is foreign when the previous round assigned the resource to another member
-    that is still a member (reporting): the reporter's report loses it. After a
+    that is still a member (reporting), or when it is work lost by a departed member
+    (``lost``, or assigned last round to a member gone now): the reporter's report
+    loses it. Lost work waits for its member's grace; a claim on it must not end that
+    wait by holding it and then letting it go. After a
     KIP-415 leader forgot the assignments (``forgotten``: it adopts what members
     report), every unknown claim is foreign: the ConfigMaps say what each member was
     given, and a claim beyond that must not become the claimant's assignment. So is
@@ -118,10 +125,9 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
                 members[member_id], owned=members[member_id].owned.difference(resources))
         return seen, stripped
     theirs: dict[str, ids.WorkerId] = {}
-    for owner, resources in assigned.items():
-        if owner in members:
-            for resource in (*resources.connectors, *resources.tasks):
-                theirs[resource] = owner
+    for owner, resources in (*(lost or {}).items(), *assigned.items()):
+        for resource in (*resources.connectors, *resources.tasks):
+            theirs[resource] = owner
     seen = dict(members)
     found: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     latest = assigned_at or {}

@@ -249,6 +249,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                              caches=caches)
     seen_members, foreign = claims.foreign(unknown, members=found.members,
                                            assigned=previous.assignments,
+                                           lost=previous.lost,
                                            forgotten=previous.forgotten,
                                            assigned_at=previous.assigned_at,
                                            documented=claims.documented(found.members,
