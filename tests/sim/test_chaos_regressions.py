@@ -46,8 +46,10 @@ def test_a_hard_chaos_seed_that_once_failed_keeps_every_invariant(seed: int):
 # 8344, and under eager, where it held the stop-the-world round open: 2147, 5537, 7289);
 # a forged claim on work being revoked, listed as revoked in the claimant's document and
 # adopted by a KIP-415 leader after three operator deaths at the epoch the task's last
-# owner ran it (58615, found by 100,000 runs; control.epochs.unissued).
-FORGED = (2474, 3044, 5647, 8219, 8541, 4011, 7623, 8344, 2147, 5537, 7289, 58615)
+# owner ran it (58615, found by 100,000 runs; control.epochs.unissued); the same
+# with a forged claim in the join report of a member that had no ConfigMap (662, 4058).
+FORGED = (2474, 3044, 5647, 8219, 8541, 4011, 7623, 8344, 2147, 5537, 7289, 58615, 662,
+          4058)
 
 
 @pytest.mark.parametrize("seed", FORGED)

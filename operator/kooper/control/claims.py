@@ -50,9 +50,14 @@ def unknown(members: Mapping[ids.WorkerId, model.Member], *,
 
 
 def documented(members: Mapping[ids.WorkerId, model.Member],
-               given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
-               ) -> frozenset[ids.WorkerId]:
-    """Members whose document for their current incarnation the operator holds."""
+               given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]], *,
+               every: bool = False) -> frozenset[ids.WorkerId]:
+    """Members whose document for their current incarnation the operator holds; with
+    ``every`` (a leader restored from the ConfigMaps: a member it found none for was
+    given nothing, as an SDK worker runs only what a document for its incarnation
+    assigns) every member."""
+    if every:
+        return frozenset(members)
     return frozenset(m for m, (incarnation, _) in given.items()
                      if m in members and members[m].incarnation == incarnation)
 
@@ -104,9 +109,9 @@ def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
     every unknown claim in a report that acknowledges the member's latest document
     (``assigned_at``): an SDK worker reports a generation only once it stopped all that
     document does not assign, so such a claim is false, and waiting for it to be
-    let go would wait forever. A member whose document the operator has not read
-    (``documented``: none written or read for its incarnation) has no ConfigMap to
-    contradict it: what it reports is adopted, as KIP-415's leader does.
+    let go would wait forever. Only a member outside ``documented`` (a leader that read
+    no ConfigMaps at all: ``kooper replay``) has no ConfigMap to contradict it: what
+    it reports is adopted, as KIP-415's leader does.
     ``untrue`` (``false``) claims are stripped like unknown claims in an acknowledging
     report.
     """

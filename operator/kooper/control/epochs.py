@@ -86,7 +86,7 @@ def unpersisted(memory: Memory) -> tuple[int, int] | None:
 
 
 def unissued(members: Mapping[ids.WorkerId, model.Member],
-             documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
+             documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None
              ) -> frozenset[str]:
     """Resources a leader that forgot the assignments would adopt from a report at an
     epoch that was never issued to the reporter: what a member reports beyond what its
@@ -97,14 +97,18 @@ def unissued(members: Mapping[ids.WorkerId, model.Member],
     a report can hold more (work only revoked from it, or a forged claim that nobody
     else held), and keeping that at the same epoch would start one task twice at one
     epoch. Such resources restart in place with a new epoch instead (``restarts``).
-    A member without a document keeps what it reports, as Kafka's leader does.
+    A member without a document for its incarnation was given nothing. Only a leader
+    that read no ConfigMaps at all (``documents`` None: ``kooper replay``) keeps what
+    members report at its epoch, as Kafka's leader does.
     """
+    if documents is None:
+        return frozenset()
     found: set[str] = set()
     for member_id, member in members.items():
         document = documents.get(member_id)
-        if document is None or document[0] != member.incarnation:
-            continue
-        extra = member.owned.difference(document[1])
+        mine = document[1] if document is not None and document[0] == member.incarnation \
+            else model.EMPTY
+        extra = member.owned.difference(mine)
         found.update(extra.connectors)
         found.update(extra.tasks)
     return frozenset(found)

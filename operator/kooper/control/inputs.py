@@ -80,10 +80,11 @@ class Memory:
     given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = dataclasses.field(
         default_factory=dict)
     """member → (incarnation, everything written to its ConfigMap since)."""
-    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = \
-        dataclasses.field(default_factory=dict)
+    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None = None
     """member → (incarnation, what its ConfigMap assigns), as a just-restored leader read
-    them; kept only until its first round (``control.epochs.unissued``)."""
+    them (a member without one was given nothing); None when no ConfigMaps were read
+    (``kooper replay``'s model of Kafka's new leader). Kept until its first round
+    (``control.epochs.unissued``)."""
     pod_owners: Mapping[str, Owner] = dataclasses.field(default_factory=dict)
     permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     """Absent members already judged (permanently departed, or leaving on purpose: True)."""

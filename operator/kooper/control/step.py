@@ -252,15 +252,16 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                                            lost=previous.lost,
                                            forgotten=previous.forgotten,
                                            assigned_at=previous.assigned_at,
-                                           documented=claims.documented(found.members,
-                                                                        memory.given),
+                                           documented=claims.documented(
+                                               found.members, memory.given,
+                                               every=memory.documents is not None),
                                            untrue=claims.false(
                                                found.members, assigned=previous.assignments,
                                                assigned_at=previous.assigned_at,
                                                configured=configured))
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
-    if previous.forgotten and memory.documents:
+    if previous.forgotten and memory.documents is not None:
         adopted = epochs.unissued(snap.members, memory.documents)
         if adopted:
             snap = dataclasses.replace(snap, restarts=snap.restarts | adopted)
