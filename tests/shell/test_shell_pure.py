@@ -250,6 +250,26 @@ def test_audit_rows_are_event_log_rows_with_a_change_column():
     assert any(r["change"] == "leave" and r["member"] == "w-2" for r in rows)
 
 
+def test_a_member_that_departs_while_told_to_stop_work_has_that_work_audited_as_lost():
+    # Hard chaos seed 4405 (kip415): the member's assignment was empty, the work it was
+    # still stopping was counted lost and opened the group's delay, and no row said so.
+    a, b = W("a"), W("b")
+    owned = model.ConnectorsAndTasks.of(tasks=["A-0", "A-1"])
+    previous = model.PlanState(
+        generation=2, assignments={a: model.EMPTY, b: model.EMPTY},
+        assigned_at={a: 2, b: 2}, incarnations={a: "a", b: "b"}, revoking={a: owned},
+        epochs={"A-0": 1, "A-1": 1})
+    members = {b: model.Member(b, model.EMPTY, 2, incarnation="b")}
+    settings = model.Settings(policy=model.Policy.KIP415, max_delay_ms=20_000)
+    snap = model.Snapshot(connectors={"A": 2}, members=members, settings=settings)
+    plan = assignor.plan(snap, previous, now_ms=1_000)
+    assert plan.state.lost == {a: owned}
+    rows = list(audit.rows(previous=previous, plan=plan, group="d/wg", policy="kip415",
+                           run="r", now_ms=1_000, snapshot=snap))
+    lost = {r["resource"]: r["until_ms"] for r in rows if r["change"] == "lost"}
+    assert lost == {"A-0": 21_000, "A-1": 21_000}
+
+
 def test_every_document_names_the_incarnation_it_was_planned_for():
     snap, plan = _converged_plan()
     for member, member_plan in plan.members.items():

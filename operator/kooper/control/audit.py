@@ -101,7 +101,12 @@ def rows(
         grace = 0 if snapshot is None else snapshot.settings.max_delay_ms if (
             snapshot.grace_ms is None or snapshot.settings.policy is not model.Policy.KOOPER
         ) else snapshot.grace_ms
-        for resource in previous.assignments[member].sorted():
+        # What it held: its assignment, and what it was still being told to stop (the
+        # assignor counts that lost too: nobody else was given it yet).
+        held = previous.assignments[member]
+        if waiting.difference(held):
+            held = held.union(waiting)
+        for resource in held.sorted():
             lost = row(member, resource, events.Kind.STOP, "lost",
                        previous.epochs.get(resource, -1))
             lost["until_ms"] = until if resource in waiting else now_ms
