@@ -129,3 +129,31 @@ def test_a_delay_starting_rewrites_only_the_members_whose_work_changed():
     assert result.delay_ms == 60_000
     assert result.changed == frozenset()  # w3's work waits; w1 and w2 keep theirs
     assert result.next_round_at_ms == 61_000
+
+
+def test_kip415_work_a_returning_member_still_reports_waits_for_the_delay_after_it_lets_go():
+    # Hard chaos seed 16071: w2, cut off, was declared departed and its work lost;
+    # its Lease came back still carrying a report from before (owning that work). The
+    # round revoked it from w2 and, once w2 let go, handed it out as free work before
+    # the delay ran out. It stays lost, for the candidates at the deadline.
+    settings, state = settled_group(model.Policy.KIP415)
+    w1, w2 = W("w1"), W("w2")
+    held = state.assignments[w2]
+    now = reports(state)
+    gone = assignor.plan(model.Snapshot(TWO, {w1: now[w1]}, settings), state, now_ms=1_000)
+    assert gone.state.lost == {w2: held}
+    stale = now[w2]  # its report from before it was cut off: owning its old work
+    back = assignor.plan(model.Snapshot(TWO, now, settings), gone.state, now_ms=2_000)
+    assert back.members[w2].revoked == held
+    assert back.state.lost == {w2: held}
+    let_go = dataclasses.replace(stale, owned=model.EMPTY,
+                                 generation=back.members[w2].generation)
+    members_now = {w1: now[w1], w2: let_go}
+    waiting = assignor.plan(model.Snapshot(TWO, members_now, settings), back.state,
+                            now_ms=3_000)
+    assert held.tasks.isdisjoint(waiting.members[w1].assigned.tasks)
+    assert waiting.state.lost == {w2: held}
+    due = assignor.plan(model.Snapshot(TWO, members_now, settings), waiting.state,
+                        now_ms=61_000)
+    placed = due.members[w1].assigned.union(due.members[w2].assigned)
+    assert held.tasks <= placed.tasks

@@ -55,3 +55,18 @@ FORGED = (2474, 3044, 5647, 8219, 8541, 4011, 7623, 8344, 2147, 5537, 7289, 5861
 @pytest.mark.parametrize("seed", FORGED)
 def test_a_forged_claim_neither_reuses_an_epoch_nor_stalls_the_group(seed: int):
     assert chaos.run_hard(seed).violations == ()
+
+
+# Found by the "every delay honoured" check (chaos.check_delays). 4405: a member that
+# departed while still told to stop work had that work counted lost (it opened KIP-415's
+# delay) but audited nowhere (control.audit). 11356: the round that gave lost work back
+# to its returning member died before its audit rows; the member's own start is the
+# evidence (the check). 16071: under kip415, work a returning member still reported (from
+# before it was cut off) was revoked from it and, once let go, handed out before the
+# delay ran out; it stays lost (assignor._returned_holding).
+DELAYS = (4405, 11356, 16071)
+
+
+@pytest.mark.parametrize("seed", DELAYS)
+def test_a_delay_the_rows_promise_is_honoured(seed: int):
+    assert chaos.run_hard(seed).violations == ()

@@ -457,9 +457,11 @@ class _Round:
             resources = lost[origin]
             still = model.ConnectorsAndTasks(
                 frozenset(
-                    r for r in resources.connectors & configured.connectors if r not in held_c
+                    r for r in resources.connectors & configured.connectors
+                    if r not in held_c or self._returned_holding(origin, r)
                 ),
-                frozenset(r for r in resources.tasks & configured.tasks if r not in held_t),
+                frozenset(r for r in resources.tasks & configured.tasks
+                          if r not in held_t or self._returned_holding(origin, r)),
             )
             if still:
                 lost[origin] = still
@@ -638,6 +640,18 @@ class _Round:
             return updated
         others = frozenset(m for m in live if m not in outdated)
         return others or frozenset(live)
+
+    def _returned_holding(self, origin: ids.WorkerId, resource: str) -> bool:
+        """Whether ``origin``, back from a departure, alone holds its lost ``resource``
+        without being assigned it (a report from before it was cut off): the work
+        stays lost, waiting for the delay, while it is revoked from ``origin``;
+        otherwise letting it go would hand it out as free work before the delay ran
+        out."""
+        mine = self.held.get(origin)
+        if mine is None or resource not in mine or resource in self.current[origin]:
+            return False
+        return not any(resource in held for member, held in self.held.items()
+                       if member != origin)
 
     def _rule_permanent_departure(self, lost: dict[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
         """Work of a member known not to return (scale-down) is reassigned now.

@@ -218,7 +218,9 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
     * ``kip415``, the window's end: the round that ends an expired window hands every
       lost set out (``delays._kip415``), so a departure first seen in that round (the
       first round at or after the deadline) waits no longer.
-    * A wait ends once the resource is assigned back to the departed member.
+    * A wait ends once the resource is assigned back to the departed member, or the
+      departed member starts it (the round that gave it back may have died before its
+      audit rows: a worker starts only what a document written for it assigns).
 
     What it cannot see: a round the operator did not finish writes no audit rows, so
     a departure decided by a round that died between deleting the member's ConfigMap
@@ -265,8 +267,10 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
                 nonlocal exercised
                 exercised += 1
         elif member == wait.origin:
-            if what == "assigned":
-                del waits[resource]
+            # Given back to it (an SDK worker starts only what a document for it
+            # assigns: its start is that evidence when the round that wrote the document
+            # died before its audit rows).
+            del waits[resource]
         elif (resource, wait.origin, wait.since_ms) not in flagged:
             flagged.add((resource, wait.origin, wait.since_ms))
             problems.append(f"delay: t={ts} {resource} {what} on {member}, lost from "
