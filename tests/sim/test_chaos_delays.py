@@ -220,6 +220,10 @@ def test_lost_rows_announce_the_departure_and_its_grace(grace: int | None, waits
     after = assignor.plan(later, plan.state, now_ms=1_000)
     rows = list(audit_rows.rows(previous=plan.state, plan=after, group="g", policy="kooper",
                                 run="r", now_ms=1_000, snapshot=later))
+    for each in rows:  # event-log rows, in the log's column order, plus their extras
+        base = ev.Event.from_row(each).to_row()
+        assert list(each)[:len(base)] == list(base)
+        assert {k: each[k] for k in base} == base
     gone = [r for r in rows if r["change"] == "lost"]
     assert {r["resource"] for r in gone} == set(plan.members["c"].assigned.sorted())
     assert {(r["departure"], r["grace_ms"], r["until_ms"]) for r in gone} == {

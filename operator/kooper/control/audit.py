@@ -77,13 +77,11 @@ def rows(
 
     def row(member: str, resource: str, kind: events.Kind, change: str,
             epoch: int = -1) -> dict[str, Any]:
-        event = events.Event(
-            ts_ms=now_ms, run=run, group=group, member=member, resource=resource,
-            event=kind, generation=generation, epoch=epoch, protocol=protocol, policy=policy,
-        )
-        result = event.to_row()
-        result["change"] = change
-        return result
+        # ``events.Event(...).to_row()`` plus ``change``, built directly: hard chaos
+        # records these rows for every round, and ``dataclasses.asdict`` was most of it.
+        return {"ts_ms": now_ms, "run": run, "group": group, "member": member,
+                "resource": resource, "event": str(kind), "generation": generation,
+                "epoch": epoch, "protocol": protocol, "policy": policy, "change": change}
 
     gone = departed(previous, plan)
     left = frozenset(gone)
