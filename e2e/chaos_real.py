@@ -1,20 +1,30 @@
 """Chaos with real parts: ``kooper run`` and ``kooper worker --demo`` processes, real faults.
 
-Where the faults come from, and why here. The API is the emulator
-(``kooper.emulator``) served over HTTP from this process; the operator (``kooper run``,
-kopf) and every worker (``kooper worker --demo``, the SDK) are separate OS processes
-that talk to it over TCP, exactly as they talk to a kube-apiserver. The emulator's
-fault switches (``emulator.faults``) act on those HTTP requests: a burst of 500s or
-429s answers the next N writes of *any* client, the slow API holds every answer
+Where the faults come from. The operator (``kooper run``, kopf) and every worker
+(``kooper worker --demo``, the SDK) are separate OS processes that talk to the API
+over TCP. The API is a *plane* (``Plane``), one of two:
+
+* ``realplane.RealPlane`` (the test in ``make test``, ``bench_chaos_real.py`` by
+  default): a real kube-apiserver, etcd and kube-controller-manager
+  (``kooper.controlplane``), each run in a namespace of its own, seen by the operator
+  and the workers only through the fault proxy (e2e/fault_proxy.py), which terminates
+  their TLS with a certificate signed by the cluster's CA and forwards to the API
+  server. The workers are pods of that API server with pod-bound ServiceAccount
+  tokens, finding the proxy through the SDK's in-cluster configuration.
+* ``EmulatorPlane`` (``bench_chaos_real.py --backend emulator``): the emulator
+  (``kooper.emulator``) served over HTTP from this process, its own fault switches
+  (``emulator.faults``).
+
+The fault switches mean the same on both: a burst of 500s or 429s answers the next N
+writes of *any* client (counted under one lock), the slow API holds every request
 (watches included) for a while. The processes are signalled for real: SIGKILL of a
 worker or of the operator (which is restarted as a new process, mid-round or not),
-SIGSTOP/SIGCONT of a worker. The real kube-apiserver would need a fault-injecting
-TLS-terminating proxy in front of it for the same API faults, adds ~10 s of start-up
-and cannot make "the next N writes fail" atomic across clients; the admission side of
-the real server is exercised separately (tests/integration/test_forged_lease.py).
+SIGSTOP/SIGCONT of a worker. Everything else (the faults' sequence, the waits, the
+invariants) is one code path; only the plane differs.
 
-The harness plays the StatefulSet controller and the kubelet (``kooper.demo.pods``):
-a killed or exited worker is replaced by a new pod of the same name. It writes its own
+The harness plays the StatefulSet controller and the kubelet (``kooper.demo.pods`` on
+the emulator, ``realplane.RealPods`` on the real API): a killed or exited worker is
+replaced by a new pod of the same name. It writes its own
 ``ProcessRow`` log (``chaos_log``): every signal it sends and every process exit, with
 the time ``waitpid`` returned. The invariants are computed from that and from the
 workers' own rows, never from what the operator says (its audit log is only read to
@@ -352,6 +362,34 @@ class Harness:
                    and row.ts_ms >= since_ms
                    for row in recorder.read_rows(self.audit_log))
 
+    def others_started_their_work(self, member: str, *, since_ms: int) -> bool:
+        """Whether every start the operator logged since ``since_ms`` for a member other
+        than ``member`` was carried out: that member started the resource since then, or
+        the operator logged stopping it there later (it was revoked before it started).
+
+        Used to thaw a frozen member only once the round that gave its work away has
+        been carried out: a thaw while the successors are starting it races them (a
+        successor's start a few milliseconds after SIGCONT, before the thawed process
+        had a chance to end itself, is not "while frozen").
+        """
+        rows = recorder.read_rows(self.audit_log)
+        starts = [r for r in rows if r.event is events.Kind.START and r.member != member
+                  and r.ts_ms >= since_ms]
+        if not starts:
+            return True
+        started = {(run.pod, run.resource, run.start_ms) for run in self.runs()
+                   if run.start_ms >= since_ms}
+        for row in starts:
+            if any(pod == row.member and resource == row.resource and at >= row.ts_ms
+                   for pod, resource, at in started):
+                continue
+            if any(later.event is events.Kind.STOP and later.member == row.member
+                   and later.resource == row.resource and later.ts_ms > row.ts_ms
+                   for later in rows):
+                continue
+            return False
+        return True
+
     # --- the kubelet -----------------------------------------------------------------
 
     def supervise(self) -> None:
@@ -525,10 +563,12 @@ def inject(h: Harness, fault: str, ordinal: int) -> Step:
             h.kill_worker(ordinal)
             h.wait_converged(after_ms=started)
     elif fault == "frozen-worker":
-        # Frozen past its Lease: held stopped until the operator declared it departed.
+        # Frozen past its Lease: held stopped until the operator declared it departed
+        # (and the other members started what that round gave them).
         pod = h.freeze_worker(h.holding(ordinal))
         _wait(h, f"{pod.name} declared departed while frozen",
               lambda: h.departed_in_audit(pod.name, since_ms=started))
+        _wait_handed_over(h, pod.name, started)
         h.thaw_worker(pod)
     elif fault == "frozen-operator-sigkill":
         # Frozen, and the operator SIGKILLed while it is: the new operator has never
@@ -538,20 +578,28 @@ def inject(h: Harness, fault: str, ordinal: int) -> Step:
         h.kill_operator()
         _wait(h, f"{pod.name} declared departed by the restarted operator",
               lambda: h.departed_in_audit(pod.name, since_ms=started))
+        _wait_handed_over(h, pod.name, started)
         h.thaw_worker(pod)
     elif fault == "frozen-past-delay":
         # Frozen past its Lease and the scheduled-rebalance delay: held stopped until
-        # another member started something the frozen one still runs.
+        # another member started something the frozen one still runs (and everything
+        # that round gave away).
         pod = h.freeze_worker(h.holding(ordinal))
         frozen = incarnation_of(pod.events_file)
         _wait(h, f"{pod.name}'s work started elsewhere while it is frozen",
               lambda: h.taken_over(frozen, since_ms=started))
+        _wait_handed_over(h, pod.name, started)
         h.thaw_worker(pod)
     else:
         raise ValueError(f"unknown fault {fault!r} (known: {FAULTS})")
     ended = now_ms()
     converged = h.wait_converged(after_ms=ended)
     return Step(fault, started, ended, converged)
+
+
+def _wait_handed_over(h: Harness, member: str, since_ms: int) -> None:
+    _wait(h, f"the other members to start what the operator gave them of {member}'s work",
+          lambda: h.others_started_their_work(member, since_ms=since_ms))
 
 
 def _wait(h: Harness, what: str, check: Callable[[], bool]) -> None:

@@ -395,8 +395,11 @@ class FaultProxy:
             else:
                 response.enable_chunked_encoding()
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+            try:
+                async for chunk in upstream.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+            except ConnectionResetError:
+                pass  # the client went away (a killed process, a closed watch)
             return response
 

@@ -193,7 +193,8 @@ class RealPods:
         return sorted(self.workdir.glob("*.events.jsonl"))
 
     def shutdown(self) -> None:
-        """Stop every worker process (SIGTERM, its grace, SIGKILL)."""
+        """Stop every worker process (SIGTERM, its grace, SIGKILL), then force-delete its
+        Pod: no kubelet but us would ever confirm a graceful deletion of our node's pods."""
         for pod in list(self.pods.values()):
             with contextlib.suppress(ProcessLookupError):
                 pod.process.terminate()
@@ -204,6 +205,9 @@ class RealPods:
                 pod.process.kill()
                 pod.process.wait()
             pod.log.close()
+            with contextlib.suppress(kube.ApiError):
+                self.api.request("DELETE", self._path(pod.name),
+                                 query={"gracePeriodSeconds": "0"})
         self.pods.clear()
 
 
@@ -230,7 +234,8 @@ class RealPlane:
     def start(self) -> None:
         """Start the proxy; make the CRDs, the node, the namespace and the worker Role."""
         self.proxy.start()
-        localplane.install_crds(self.handle)
+        if not all(self._established(plural) for plural in localplane.KINDS):
+            localplane.install_crds(self.handle)
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node}}
         self.admin.create("/api/v1/nodes", node)
         self.admin.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
@@ -244,6 +249,10 @@ class RealPlane:
             "subjects": [{"kind": "ServiceAccount", "name": "default",
                           "namespace": self.namespace}]})
         _wait(f"the default ServiceAccount of {self.namespace}", self._has_default_sa)
+        # A CRD just established answers 429 "storage is (re)initializing" for a moment:
+        # the operator would wait out its retry back-off at start.
+        _wait("the CRDs' storage", lambda: all(self._serving(plural)
+                                               for plural in localplane.KINDS))
         config = json.loads(self.handle.kubeconfig.read_text())
         assert self.proxy.ca_file is not None
         for cluster in config["clusters"]:
@@ -253,6 +262,22 @@ class RealPlane:
             context["context"]["namespace"] = self.namespace
         self.kubeconfig.write_text(json.dumps(config, indent=2) + "\n")
         self.kubeconfig.chmod(0o600)
+
+    def _established(self, plural: str) -> bool:
+        try:
+            crd = self.admin.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                 f"{plural}.kooper.dev")
+        except kube.ApiError:
+            return False
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or ())
+
+    def _serving(self, plural: str) -> bool:
+        try:
+            self.admin.get(f"{localplane.KINDS[plural]}/namespaces/{self.namespace}/{plural}")
+        except kube.ApiError:
+            return False
+        return True
 
     def _has_default_sa(self) -> bool:
         try:
