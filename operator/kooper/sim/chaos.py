@@ -222,9 +222,13 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       departed member starts it (the round that gave it back may have died before its
       audit rows: a worker starts only what a document written for it assigns).
 
-    What it cannot see: a round the operator did not finish writes no audit rows, so
-    a departure decided by a round that died between deleting the member's ConfigMap
-    and writing the status is in no row (the restarted operator never learns of it).
+    Rows of a round the operator died in (``cut``: the simulator keeps them, since
+    workers may act on the documents it wrote) end waits and are judged like any, but
+    promise nothing: their ``lost`` rows were never persisted.
+
+    What it cannot judge: a departure decided only by a round that died between
+    deleting the member's ConfigMap and writing the status (its ``lost`` rows are
+    ``cut``, and the restarted operator never learns of the departure).
     """
     return _delays(audit, events, policy=policy, delay_ms=delay_ms)[0]
 
@@ -288,6 +292,8 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             waits.clear()
             window = None
             continue
+        if change == "lost" and row.get("cut"):
+            continue  # a promise the operator died before persisting
         if change == "lost":
             member, resource = row["member"], row["resource"]
             if kip:

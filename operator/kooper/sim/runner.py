@@ -780,18 +780,32 @@ class Sim:
             self.crash_mid_round = False
             for write in writes[: self._crash_prefix(len(writes))]:
                 self._execute(write)
+            self._record_audit(decided, plan, cut=True)
             self._operator_down()
             return
         for write in writes:
             self._execute(write)
-        if self.audit is not None:
-            self.audit.extend(audit.rows(
-                previous=decided.previous or model.PlanState(), plan=plan,
-                group=self.config.group, policy=str(self.settings.policy), run=self.run_id,
-                now_ms=self.clock.now_ms, snapshot=decided.snapshot))
+        self._record_audit(decided, plan)
         if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
             self.deadline_at = plan.next_round_at_ms
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
+
+    def _record_audit(self, decided: control.Step, plan: model.Plan, *,
+                      cut: bool = False) -> None:
+        """The round's audit rows (when recorded). ``cut``: the operator died part-way
+        through its writes, so the real one wrote none; they are kept, marked ``cut``,
+        because workers may act on the documents it did write (an eager round ends
+        every wait), but a cut round's promises were never persisted."""
+        if self.audit is None:
+            return
+        rows = audit.rows(
+            previous=decided.previous or model.PlanState(), plan=plan,
+            group=self.config.group, policy=str(self.settings.policy), run=self.run_id,
+            now_ms=self.clock.now_ms, snapshot=decided.snapshot)
+        for row in rows:
+            if cut:
+                row["cut"] = True
+            self.audit.append(row)
 
     def _ordered(self, decided: control.Step) -> tuple[control.Write, ...]:
         """The step's writes in the order they are made: the step's own order."""
