@@ -104,7 +104,8 @@ def member(name: str, owned: model.ConnectorsAndTasks = model.EMPTY,
 
 
 def step_inputs(members: list[model.Member], revisions: dict[str, str], update: str,
-                counts: dict[str, int], *, leaving: tuple[str, ...] = ()) -> control.Inputs:
+                counts: dict[str, int], *, leaving: tuple[str, ...] = (),
+                partition: int = 0) -> control.Inputs:
     """``members`` live; ``leaving``: pods terminating whose member already left."""
     pods = [dataclasses.replace(
         modelled.pod(GROUP, m), owner_kind="StatefulSet", owner_name="w",
@@ -116,15 +117,17 @@ def step_inputs(members: list[model.Member], revisions: dict[str, str], update: 
     return control.Inputs(group=modelled.group(GROUP, model.Settings()), pods=pods,
                           leases=[modelled.lease(m) for m in members],
                           connectors=modelled.connectors(GROUP, counts),
-                          rollouts={STS: control.RolloutFacts(update)})
+                          rollouts={STS: control.RolloutFacts(update, partition=partition)})
 
 
 def settle(members: list[model.Member], revisions: dict[str, str], update: str,
            counts: dict[str, int], memory: control.Memory, *, now: int,
-           leaving: tuple[str, ...] = ()) -> tuple[control.Memory, list[model.Member], int]:
+           leaving: tuple[str, ...] = (),
+           partition: int = 0) -> tuple[control.Memory, list[model.Member], int]:
     """Run steps, members applying every document, until nothing changes."""
     for _ in range(10):
-        decided = control.step(step_inputs(members, revisions, update, counts, leaving=leaving),
+        decided = control.step(step_inputs(members, revisions, update, counts, leaving=leaving,
+                                           partition=partition),
                                memory, now_ms=now)
         memory = decided.memory
         now += 10
@@ -197,3 +200,32 @@ def test_a_pod_starting_mid_roll_keeps_the_roll_in_progress_a_scale_up_does_not(
     # A terminating pod whose member already left keeps a roll in progress.
     pods["w-3"] = pod("w-3", "old", deleting=True)
     assert rollout.judge(pods, [*members, W("w-0")], facts).rolling
+
+
+def test_after_a_partial_roll_balancing_takes_back_what_moved_not_what_stayed():
+    """A StatefulSet rolls ``w-4`` then ``w-3`` (partition 3): ``w-4``'s work can only go
+    to ``w-0``..``w-2`` (nobody is updated yet), ``w-3``'s goes to ``w-4``, and ``w-3``
+    comes back empty. The balancing after the roll takes what moved (the highest
+    epochs), from whichever member holds it: every member the roll left alone keeps
+    all it ran before the roll, and what it was handed during the roll leaves it."""
+    names = [f"w-{n}" for n in range(5)]
+    counts = {"A": 4, "B": 4, "C": 4}
+    old = dict.fromkeys(names, "r1")
+    members = [member(n) for n in names]
+    memory, members, now = settle(members, old, "r1", counts, control.Memory(), now=0)
+    before = {m.id: m.owned for m in members}
+    revisions = dict(old)
+    for name in ("w-4", "w-3"):
+        members = [m for m in members if m.id != name]
+        memory, members, now = settle(members, revisions, "r2", counts, memory, now=now,
+                                      leaving=(name,), partition=3)
+        revisions[name] = "r2"
+        members = [*members, member(name, incarnation="2")]
+        memory, members, now = settle(members, revisions, "r2", counts, memory, now=now,
+                                      partition=3)
+    after = {m.id: m.owned for m in members}
+    for name in ("w-0", "w-1", "w-2"):
+        assert after[name] == before[name], name
+    for kind in ("connectors", "tasks"):
+        loads = sorted(len(getattr(owned, kind)) for owned in after.values())
+        assert loads[-1] - loads[0] <= 1, kind

@@ -676,11 +676,20 @@ class _Round:
             (nxt_c, len(self.configured.connectors), "connectors"),
             (nxt_t, len(self.configured.tasks), "tasks"),
         ):
-            for member, count in balance.revocation_counts(draft.sizes(), total).items():
+            counts = balance.revocation_counts(draft.sizes(), total, self._moved(draft))
+            for member, count in counts.items():
                 has = getattr(held[member], kind)
                 if count > sum(1 for r in draft.get(member) if r not in has):
                     return True
         return False
+
+    def _moved(self, draft: _Draft) -> Callable[[ids.WorkerId], int] | None:
+        """``kooper``: a member's highest epoch in ``draft`` (``balance.revocation_counts``
+        then keeps the members whose work moved least at ``hi``); ``kip415``: None."""
+        if self.policy is not model.Policy.KOOPER:
+            return None
+        epochs = self.previous.epochs
+        return lambda member: max((epochs.get(r, 0) for r in draft.get(member)), default=0)
 
     def _spread(self, draft: _Draft) -> bool:
         """Whether every connector's tasks are spread in ``draft`` (``balance.spread_ok``)."""
@@ -840,11 +849,11 @@ class _Round:
             def pick_connectors(resources: Iterable[str], count: int) -> list[str]:
                 return balance.pick_last(resources, count, epochs)
 
-            counts = balance.revocation_counts(nxt_c.sizes(), total_c)
+            counts = balance.revocation_counts(nxt_c.sizes(), total_c, self._moved(nxt_c))
             for member, count in counts.items():
                 free_c |= self._trim(nxt_c, member, self.held[member].connectors, count,
                                      pick_connectors)
-            counts = balance.revocation_counts(nxt_t.sizes(), total_t)
+            counts = balance.revocation_counts(nxt_t.sizes(), total_t, self._moved(nxt_t))
             taken = Counter[str]()
 
             def pick_tasks(tasks: Iterable[str], count: int) -> list[str]:

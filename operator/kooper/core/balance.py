@@ -30,11 +30,21 @@ def targets(total: int, members: int) -> tuple[int, int, int]:
     return (lo, lo + 1 if extra else lo, extra)
 
 
-def revocation_counts(loads: Mapping[ids.WorkerId, int], total: int) -> dict[ids.WorkerId, int]:
+def revocation_counts(
+    loads: Mapping[ids.WorkerId, int], total: int,
+    moved: Callable[[ids.WorkerId], int] | None = None,
+) -> dict[ids.WorkerId, int]:
     """How many resources each member must give up for the group to end balanced.
 
     The heaviest members keep the ``hi`` slots, so the number of moves is the
     minimum balance requires. Members at or under their target give up nothing.
+
+    Any member holding at least ``hi`` may keep a ``hi`` slot for the same number of
+    moves. With ``moved`` (a member's highest epoch: how often the work it would give
+    up was handed out), those slots go to the members whose work moved least, and
+    the work handed out most often leaves first across the group, not only within a
+    member: after a partial rollout, the pods it left alone keep their own work
+    and what moved onto them leaves instead.
     """
     lo, hi, extra = targets(total, len(loads))
     # The usual round is already balanced: nobody above ``hi``, and no more members at
@@ -49,7 +59,12 @@ def revocation_counts(loads: Mapping[ids.WorkerId, int], total: int) -> dict[ids
     else:
         if at_hi <= extra:
             return {}
-    order = sorted(loads, key=lambda member: (-loads[member], member))
+    if moved is None or hi == lo:
+        order = sorted(loads, key=lambda member: (-loads[member], member))
+    else:
+        order = sorted(loads, key=lambda member: (
+            -min(loads[member], hi), moved(member) if loads[member] >= hi else 0,
+            -loads[member], member))
     counts: dict[ids.WorkerId, int] = {}
     for rank, member in enumerate(order):
         target = hi if rank < extra else lo
@@ -97,7 +112,7 @@ def pick_spread_tasks(
     def top(name: str) -> int:
         return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
 
-    heap = [(-len(by_connector[name]), seen[name], top(name), rank)
+    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
             for rank, name in enumerate(names)]
     heapq.heapify(heap)
     # Task numbers are parsed and sorted only for the connectors picked from: a
@@ -115,7 +130,7 @@ def pick_spread_tasks(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, seen[name], -numbers[-1][0], rank))
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
     return chosen
 
 
