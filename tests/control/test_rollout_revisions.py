@@ -8,7 +8,7 @@ import dataclasses
 
 from kooper.control import modelled, rollout, views
 from kooper.control import step as control
-from kooper.core import ids, model
+from kooper.core import balance, ids, model
 
 W = ids.WorkerId
 GROUP = "g"
@@ -229,3 +229,19 @@ def test_after_a_partial_roll_balancing_takes_back_what_moved_not_what_stayed():
     for kind in ("connectors", "tasks"):
         loads = sorted(len(getattr(owned, kind)) for owned in after.values())
         assert loads[-1] - loads[0] <= 1, kind
+
+
+def test_the_hi_slots_stay_with_the_members_whose_work_moved_least():
+    """12 tasks over 5 members: two may keep 3. ``c`` holds two tasks that moved (epoch
+    2) on top of its own; ``a`` and ``b`` hold only their own (epoch 1)."""
+    loads = {W("a"): 3, W("b"): 3, W("c"): 4, W("d"): 0, W("e"): 2}
+    epochs = {W("a"): [1, 1, 1], W("b"): [1, 1, 1], W("c"): [1, 1, 2, 2], W("d"): [],
+              W("e"): [1, 1]}
+
+    def moved(member: ids.WorkerId, n: int) -> int:
+        return sorted(epochs[member])[n - 1]
+
+    # Kafka's order keeps the heaviest: ``b`` gives up one of its own tasks.
+    assert balance.revocation_counts(loads, 12) == {"b": 1, "c": 1}
+    # As many moves, but only what moved leaves: ``c`` gives up both.
+    assert balance.revocation_counts(loads, 12, moved) == {"c": 2}

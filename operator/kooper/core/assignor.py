@@ -683,13 +683,19 @@ class _Round:
                     return True
         return False
 
-    def _moved(self, draft: _Draft) -> Callable[[ids.WorkerId], int] | None:
-        """``kooper``: a member's highest epoch in ``draft`` (``balance.revocation_counts``
-        then keeps the members whose work moved least at ``hi``); ``kip415``: None."""
+    def _moved(self, draft: _Draft) -> Callable[[ids.WorkerId, int], int] | None:
+        """``kooper``: the epoch of a member's ``n``-th least handed out resource in
+        ``draft`` (``balance.revocation_counts`` keeps at ``hi`` the members whose work
+        moved least); ``kip415``: None (Kafka's order)."""
         if self.policy is not model.Policy.KOOPER:
             return None
         epochs = self.previous.epochs
-        return lambda member: max((epochs.get(r, 0) for r in draft.get(member)), default=0)
+
+        def moved(member: ids.WorkerId, n: int) -> int:
+            ordered = sorted(epochs.get(r, 0) for r in draft.get(member))
+            return ordered[n - 1] if 0 < n <= len(ordered) else 0
+
+        return moved
 
     def _spread(self, draft: _Draft) -> bool:
         """Whether every connector's tasks are spread in ``draft`` (``balance.spread_ok``)."""
@@ -750,11 +756,31 @@ class _Round:
         shaped = draft.copy()
         holdings = {m: shaped.get(m) for m in self.order}
         counts = balance.count_groups(holdings, sizes)
-        target = balance.spread_target(counts, sizes, self.order, shaped.sizes())
+        epochs = self.previous.epochs
+
+        sorted_of: dict[ids.WorkerId, dict[str, list[str]]] = {}
+
+        def order(member: ids.WorkerId, group: str) -> list[str]:
+            # Unheld first (trimming those stops nothing), then those handed out most
+            # often (work that already moved, e.g. during a rollout, moves again before
+            # work that never did), then the highest numbers: the last ones go.
+            groups = sorted_of.get(member)
+            if groups is None:
+                groups = sorted_of[member] = defaultdict(list)
+                for task in holdings[member]:
+                    groups[balance.task_group(task)].append(task)
+            tasks = groups[group]
+            held = self.held[member].tasks
+            return sorted(tasks, key=lambda t: (t not in held, epochs.get(t, 0),
+                                                model.resource_sort_key(t)))
+
+        def moved(group: str, member: ids.WorkerId, floor: int) -> int:
+            return epochs.get(order(member, group)[floor], 0)
+
+        target = balance.spread_target(counts, sizes, self.order, shaped.sizes(), moved)
         free = set(free_t)
         revokes = False
         for member in self.order:
-            tasks = holdings[member]
             excess = {
                 g: n - target.get(g, {}).get(member, 0)
                 for g, counter in counts.items()
@@ -763,21 +789,9 @@ class _Round:
             if not excess:
                 continue
             held = self.held[member].tasks
-            by_group: dict[str, list[str]] = defaultdict(list)
-            for task in tasks:
-                group = balance.task_group(task)
-                if group in excess:
-                    by_group[group].append(task)
             edit = shaped.edit(member)
-            epochs = self.previous.epochs
             for group, count in excess.items():
-                # Unheld first (trimming those stops nothing), then those handed out most
-                # often (work that already moved, e.g. during a rollout, moves again before
-                # work that never did), then the highest numbers.
-                ordered = sorted(
-                    by_group[group], key=lambda t: (t not in held, epochs.get(t, 0),
-                                                    model.resource_sort_key(t))
-                )
+                ordered = order(member, group)
                 for task in ordered[len(ordered) - count:]:
                     edit.discard(task)
                     counts[group][member] -= 1

@@ -32,7 +32,7 @@ def targets(total: int, members: int) -> tuple[int, int, int]:
 
 def revocation_counts(
     loads: Mapping[ids.WorkerId, int], total: int,
-    moved: Callable[[ids.WorkerId], int] | None = None,
+    moved: Callable[[ids.WorkerId, int], int] | None = None,
 ) -> dict[ids.WorkerId, int]:
     """How many resources each member must give up for the group to end balanced.
 
@@ -40,11 +40,12 @@ def revocation_counts(
     minimum balance requires. Members at or under their target give up nothing.
 
     Any member holding at least ``hi`` may keep a ``hi`` slot for the same number of
-    moves. With ``moved`` (a member's highest epoch: how often the work it would give
-    up was handed out), those slots go to the members whose work moved least, and
-    the work handed out most often leaves first across the group, not only within a
-    member: after a partial rollout, the pods it left alone keep their own work
-    and what moved onto them leaves instead.
+    moves. ``moved(member, n)`` is the epoch (how often it was handed out) of what
+    ``member`` gives up if it keeps ``n - 1`` resources rather than ``n``; with it,
+    the slots go to the members for which that work moved least, so the work handed
+    out most often leaves first across the group, not only within a member: after a
+    partial rollout, the pods it left alone keep their own work and what moved onto
+    them leaves instead.
     """
     lo, hi, extra = targets(total, len(loads))
     # The usual round is already balanced: nobody above ``hi``, and no more members at
@@ -63,7 +64,7 @@ def revocation_counts(
         order = sorted(loads, key=lambda member: (-loads[member], member))
     else:
         order = sorted(loads, key=lambda member: (
-            -min(loads[member], hi), moved(member) if loads[member] >= hi else 0,
+            -min(loads[member], hi), moved(member, hi) if loads[member] >= hi else 0,
             -loads[member], member))
     counts: dict[ids.WorkerId, int] = {}
     for rank, member in enumerate(order):
@@ -315,6 +316,7 @@ def spread_target(
     sizes: Mapping[str, int],
     members: Sequence[ids.WorkerId],
     loads: Mapping[ids.WorkerId, int],
+    moved: Callable[[str, ids.WorkerId, int], int] | None = None,
 ) -> dict[str, dict[ids.WorkerId, int]]:
     """Per connector, how many of its tasks each member should hold: balanced and spread.
 
@@ -330,6 +332,11 @@ def spread_target(
     it ranks equal it prefers those already holding the extra task (fewer moves), so a
     member whose holding is already right keeps it whenever the construction allows.
     Members with no entry in a connector's result hold none of it.
+
+    ``moved(group, member, floor)``: the epoch of the task ``member`` gives up if it
+    keeps ``floor`` of ``group`` instead of one more. Among targets that keep the most
+    tasks in place, the exact search then keeps those handed out least (work that
+    already moved moves again first, as in ``revocation_counts``).
     """
     k = len(members)
     if k == 0:
@@ -363,7 +370,8 @@ def spread_target(
         target[group] = row
     rows = [g for g in sorted(shape) if shape[g][1]]
     if len(rows) * k * remainders <= _FLOW_BUDGET:
-        best = _fewest_moves(rows, shape, counts, members, demands=(base, extra_members))
+        best = _fewest_moves(rows, shape, counts, members, demands=(base, extra_members),
+                             moved=moved)
         for group in rows:
             floor = shape[group][0]
             target[group] = {
@@ -387,6 +395,7 @@ def _fewest_moves(
     members: Sequence[ids.WorkerId],
     *,
     demands: tuple[int, int],
+    moved: Callable[[str, ids.WorkerId, int], int] | None = None,
 ) -> dict[str, set[ids.WorkerId]]:
     """Which members take each connector's remainder, keeping the most tasks in place.
 
@@ -395,6 +404,10 @@ def _fewest_moves(
     one more; a remainder given to a member already holding more than ``n // k`` of that
     connector costs -1 (a task that stays). Successive shortest paths (Bellman-Ford, the
     graph is small: only unspread groups get here) find the optimum.
+
+    With ``moved``, a task that stays costs ``-scale + epoch`` instead of -1: ``scale``
+    exceeds any sum of epochs the remainders can keep, so the fewest moves come first
+    and, among those, the tasks handed out least stay.
     """
     no_counts: Mapping[ids.WorkerId, int] = {}
     base, extra_members = demands
@@ -410,12 +423,20 @@ def _fewest_moves(
         graph[a].append([b, capacity, cost, len(graph[b])])
         graph[b].append([a, 0, -cost, len(graph[a]) - 1])
 
+    stays: dict[tuple[str, ids.WorkerId], int] = {
+        (group, member): moved(group, member, shape[group][0]) if moved else 0
+        for group in rows
+        for member, count in counts.get(group, no_counts).items()
+        if count > shape[group][0]
+    }
+    scale = sum(shape[group][1] for group in rows) * (max(stays.values(), default=0) + 1) + 1
     for group in rows:
-        floor, extra = shape[group]
+        extra = shape[group][1]
         edge(source, row_node[group], extra, 0)
-        held = counts.get(group, no_counts)
         for member in members:
-            edge(row_node[group], col_node[member], 1, -1 if held.get(member, 0) > floor else 0)
+            epoch = stays.get((group, member))
+            cost = 0 if epoch is None else (epoch - scale if moved else -1)
+            edge(row_node[group], col_node[member], 1, cost)
     for member in members:
         if base:
             edge(col_node[member], sink, base, 0)
