@@ -42,6 +42,7 @@ after the last one leaves.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import operator
 from collections import Counter, defaultdict
@@ -692,8 +693,12 @@ class _Round:
         epochs = self.previous.epochs
 
         def moved(member: ids.WorkerId, n: int) -> int:
-            ordered = sorted(epochs.get(r, 0) for r in draft.get(member))
-            return ordered[n - 1] if 0 < n <= len(ordered) else 0
+            resources = draft.get(member)
+            largest = len(resources) - n + 1  # the n-th smallest is the this-th largest
+            if n <= 0 or largest <= 0:
+                return 0
+            values = map(epochs.get, resources, itertools.repeat(0))
+            return max(values) if largest == 1 else heapq.nlargest(largest, values)[-1]
 
         return moved
 
