@@ -211,9 +211,11 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       A member that self-fenced and reports again (``departure: fenced``) never left:
       its work goes back to it at once, the same way.
     * ``kip415``, what is not lost: KIP-415's lost set is the previous assignment less
-      what the members report owning, so a resource that a live member still held
-      when its owner departed (the same round revokes it from that member) is not
-      lost and waits for nothing. (Under ``kooper`` it is still the departed member's
+      what the members report owning, so a resource that another live member still
+      held when its owner departed (the same round revokes it from that member) is
+      not lost and waits for nothing. (What the departed member itself still reports,
+      after a fence, stays lost while it is revoked from it: ``assignor``'s
+      ``_returned_holding``.) (Under ``kooper`` it is still the departed member's
       work: a claim by another member must not end its wait.)
     * ``kip415``, the window's end: the round that ends an expired window hands every
       lost set out (``delays._kip415``), so a departure first seen in that round (the
@@ -254,9 +256,9 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
     last_round = -1
     """kip415: when the last round that changed assignments was."""
     flagged: set[tuple[str, str, int]] = set()
-    held = {(row["ts_ms"], row["resource"]) for row in audit if row.get("change") == "revoked"} \
-        if kip else set()
-    """kip415: (round, resource) revoked from a live member, which still held it."""
+    held = {(row["ts_ms"], row["resource"]): row["member"] for row in audit
+            if row.get("change") == "revoked"} if kip else {}
+    """kip415: (round, resource) → the live member it was revoked from, which held it."""
     starts = [e for e in events if e.event is ev.Kind.START]
     starts.sort(key=lambda e: e.ts_ms)
     index = 0
@@ -297,8 +299,8 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
         if change == "lost":
             member, resource = row["member"], row["resource"]
             if kip:
-                if (ts, resource) in held:
-                    continue  # not lost: a live member holds it (the KIP's lost set)
+                if held.get((ts, resource), member) != member:
+                    continue  # not lost: another live member holds it (the KIP's lost set)
                 if window is not None and ts < window:
                     until = window
                 elif window is not None and last_round < window:
