@@ -18,7 +18,8 @@ slow stops (up to 8 s, past the 5 s the budget leaves a stop: the session ends
 its process, which restarts), 3-8 pods and
 message loss up to 0.5. Hard runs also record the operator's audit rows
 (``control.audit.rows``, the very rows ``kooper run --audit-log`` writes, for every
-round the operator finished: ``runner.Result.audit``). ``check_log`` then checks the
+round the operator planned, those of a round it died in marked ``cut``:
+``runner.Result.audit``). ``check_log`` then checks the
 workers' event log and those rows alone (it knows nothing of the simulator's
 state): no resource on two members at once, per-task epochs that only grow across
 members, quiescence within ``CONVERGE_BOUND_MS`` of the last fault plus the delay,

@@ -142,8 +142,9 @@ class Result:
     settings: model.Settings
     last_fault_ms: int
     audit: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """The operator's audit rows (``control.audit.rows``) of every round it completed,
-    when the run recorded them (``Sim.audit``); empty otherwise."""
+    """The operator's audit rows (``control.audit.rows``) of every round it planned (a
+    round it died in: marked ``cut``), when the run recorded them (``Sim.audit``);
+    empty otherwise."""
 
 
 ALL = frozenset(model.Protocol)
@@ -190,7 +191,8 @@ class Sim:
         """When a list: every planned step's (inputs, memory, now_ms, Step) (tests)."""
         self.audit: list[dict[str, Any]] | None = None
         """When a list: the audit rows the operator writes after each round whose writes
-        it completed (as ``shell.rounds`` does; a round cut short by a crash has none)."""
+        it completed (as ``shell.rounds`` does), and those of a round cut short by a
+        crash, which the real operator never writes, marked ``cut`` (``_record_audit``)."""
         self.rejoin_wait = False
         self.operator_up = True
         self.operator_epoch = 0
