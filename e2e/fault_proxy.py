@@ -35,16 +35,16 @@ import asyncio
 import contextlib
 import dataclasses
 import pathlib
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
 import aiohttp.web
+
+from kooper.controlplane import pki
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
@@ -57,10 +57,6 @@ HELD = aiohttp.web.RequestKey("kooper.fault_proxy.held", bool)
 """The request's key that says the slow API held it."""
 RETRY_AFTER_S = 1
 """What a 429 says in ``Retry-After`` (kube-apiserver's priority and fairness says 1)."""
-
-
-class ProxyError(Exception):
-    """The proxy could not start (openssl missing or failing, a port taken)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,15 +81,6 @@ class Exchange:
         return self.method in WRITE_METHODS
 
 
-def _openssl(*args: str, cwd: pathlib.Path) -> None:
-    if shutil.which("openssl") is None:
-        raise ProxyError("the fault proxy mints its certificate with the openssl command")
-    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        raise ProxyError(f"openssl {args[0]}: {done.stderr.strip()}")
-
-
 def mint_certificate(directory: pathlib.Path, *, ca_cert: pathlib.Path | None = None,
                      ca_key: pathlib.Path | None = None) -> tuple[pathlib.Path, pathlib.Path,
                                                                   pathlib.Path]:
@@ -102,16 +89,16 @@ def mint_certificate(directory: pathlib.Path, *, ca_cert: pathlib.Path | None = 
     Signed by ``ca_cert``/``ca_key`` when both are given, else by a new CA made here.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")
+    ec = pki.EC
     if ca_cert is None or ca_key is None:
-        _openssl("req", "-x509", *ec, "-nodes", "-keyout", "proxy-ca.key",
+        pki.openssl("req", "-x509", *ec, "-nodes", "-keyout", "proxy-ca.key",
                  "-out", "proxy-ca.crt", "-days", "2", "-subj", "/CN=kooper-fault-proxy-ca",
                  cwd=directory)
         ca_cert, ca_key = directory / "proxy-ca.crt", directory / "proxy-ca.key"
-    _openssl("req", "-new", *ec, "-nodes", "-keyout", "proxy.key", "-out", "proxy.csr",
+    pki.openssl("req", "-new", *ec, "-nodes", "-keyout", "proxy.key", "-out", "proxy.csr",
              "-subj", "/CN=kooper-fault-proxy",
              "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", cwd=directory)
-    _openssl("x509", "-req", "-in", "proxy.csr", "-CA", str(ca_cert), "-CAkey", str(ca_key),
+    pki.openssl("x509", "-req", "-in", "proxy.csr", "-CA", str(ca_cert), "-CAkey", str(ca_key),
              "-CAcreateserial", "-CAserial", str(directory / "proxy-ca.srl"), "-days", "2",
              "-copy_extensions", "copy", "-out", "proxy.crt", cwd=directory)
     return ca_cert, directory / "proxy.crt", directory / "proxy.key"

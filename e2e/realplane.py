@@ -153,14 +153,7 @@ class RealPods:
         """SIGKILL the worker, then force-delete its Pod (the Lease goes with it, by GC)."""
         name = self.pod_name(ordinal)
         pod = self.pods.pop(name, None)
-        stopped = None
-        if pod is not None:
-            if pod.process.poll() is None:
-                pod.process.kill()
-            pod.process.wait()
-            pod.log.close()
-            stopped = pods.Stopped(name=name, returncode=int(pod.process.returncode),
-                                   graceful=False)
+        stopped = None if pod is None else pods.killed(pod)
         with contextlib.suppress(kube.ApiError):
             self.api.request("DELETE", self._path(name), query={"gracePeriodSeconds": "0"})
         _wait(f"pod {name} to be gone", lambda: not self._exists(name))

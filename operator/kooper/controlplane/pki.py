@@ -74,7 +74,8 @@ class Pki:
         return self.dir / f"{user}.token"
 
 
-def _openssl(*args: str, cwd: pathlib.Path) -> None:
+def openssl(*args: str, cwd: pathlib.Path) -> None:
+    """Run ``openssl`` with ``args`` in ``cwd``; ``PkiError`` naming the step if it fails."""
     if shutil.which("openssl") is None:
         raise PkiError("the local control plane needs the openssl command")
     done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True,
@@ -88,18 +89,18 @@ def create(directory: pathlib.Path, *, api_ip: str = "127.0.0.1") -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     days = "3650"
-    _openssl("req", "-x509", *EC, "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+    openssl("req", "-x509", *EC, "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", days, "-subj", "/CN=kooper-local-ca", cwd=directory)
-    _openssl("req", "-new", *EC, "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
+    openssl("req", "-new", *EC, "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
              "-subj", "/CN=kube-apiserver",
              "-addext", "subjectAltName=" + ",".join((*SERVING_NAMES, f"IP:{api_ip}")),
              cwd=directory)
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", days, "-copy_extensions", "copy",
              "-out", "apiserver.crt", cwd=directory)
-    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
              "-out", "sa.key", cwd=directory)
-    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
+    openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
     users = {
         "admin": User("kooper-admin", ("system:masters",), secrets.token_hex(24)),
         "controller-manager": User("system:kube-controller-manager", (), secrets.token_hex(24)),

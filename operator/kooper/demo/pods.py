@@ -72,6 +72,15 @@ class Stopped:
     graceful: bool
 
 
+def killed(pod: Pod) -> Stopped:
+    """SIGKILL ``pod``'s worker (if it still runs) and reap it: it can do nothing more."""
+    if pod.process.poll() is None:
+        pod.process.kill()
+    pod.process.wait()
+    pod.log.close()
+    return Stopped(name=pod.name, returncode=int(pod.process.returncode), graceful=False)
+
+
 def package_root() -> str:
     """The source root that holds ``kooper`` (for child processes' ``PYTHONPATH``)."""
     return str(pathlib.Path(__file__).resolve().parents[2])
@@ -238,13 +247,7 @@ class PodRunner:
         """
         name = self.pod_name(ordinal)
         pod = self.pods.pop(name, None)
-        stopped = None
-        if pod is not None:
-            if pod.process.poll() is None:
-                pod.process.kill()
-            pod.process.wait()
-            pod.log.close()
-            stopped = Stopped(name=name, returncode=int(pod.process.returncode), graceful=False)
+        stopped = None if pod is None else killed(pod)
         self._release(name)
         self.cluster.delete("pods", name, namespace=self.namespace)
         return stopped
