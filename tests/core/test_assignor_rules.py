@@ -157,3 +157,24 @@ def test_kip415_work_a_returning_member_still_reports_waits_for_the_delay_after_
                         now_ms=61_000)
     placed = due.members[w1].assigned.union(due.members[w2].assigned)
     assert held.tasks <= placed.tasks
+
+
+def test_kip415_lost_work_its_returned_member_still_holds_is_not_granted_at_the_deadline():
+    # Hard chaos seeds 28203 and 38952: the deadline came while the returned member was
+    # still stopping its old work; granting it to a candidate then started it next to
+    # the old copy.
+    settings, state = settled_group(model.Policy.KIP415)
+    w1, w2, w3 = W("w1"), W("w2"), W("w3")
+    held = state.assignments[w2]
+    now = reports(state)
+    gone = assignor.plan(model.Snapshot(TWO, {w1: now[w1]}, settings), state, now_ms=1_000)
+    fresh = model.Member(w3, incarnation="w3-1")
+    joined = assignor.plan(model.Snapshot(TWO, {w1: now[w1], w3: fresh}, settings),
+                           gone.state, now_ms=1_500)
+    everyone = {**now, w3: fresh}
+    back = assignor.plan(model.Snapshot(TWO, everyone, settings), joined.state, now_ms=2_000)
+    assert back.members[w2].revoked == held
+    due = assignor.plan(model.Snapshot(TWO, everyone, settings), back.state, now_ms=61_000)
+    for other in (w1, w3):
+        assert held.tasks.isdisjoint(due.members[other].assigned.tasks)
+        assert held.connectors.isdisjoint(due.members[other].assigned.connectors)

@@ -490,8 +490,12 @@ class _Round:
         )
         delay = resolution.delay
         for member, resources in resolution.grants.items():
-            nxt_c.edit(member).update(resources.connectors)
-            nxt.edit(member).update(resources.tasks)
+            # Never what another member still holds (a returned member letting go of
+            # its own lost work: ``_returned_holding``); it is placed once let go.
+            nxt_c.edit(member).update(r for r in resources.connectors
+                                      if r not in held_c or not self._held_by_other(member, r))
+            nxt.edit(member).update(r for r in resources.tasks
+                                    if r not in held_t or not self._held_by_other(member, r))
         released = model.EMPTY
         for origin in resolution.released:
             # Placed this round: handed to candidates or balanced as free work.
@@ -653,6 +657,10 @@ class _Round:
             return False
         return not any(resource in held for member, held in self.held.items()
                        if member != origin)
+
+    def _held_by_other(self, member: ids.WorkerId, resource: str) -> bool:
+        """Whether a member other than ``member`` holds ``resource``."""
+        return any(resource in held for other, held in self.held.items() if other != member)
 
     def _rule_permanent_departure(self, lost: dict[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
         """Work of a member known not to return (scale-down) is reassigned now.
