@@ -66,7 +66,21 @@ def test_a_forged_claim_neither_reuses_an_epoch_nor_stalls_the_group(seed: int):
 # delay ran out; it stays lost (assignor._returned_holding). 21193: an eager round (which
 # ends every wait) died mid-write; its documents were acted on, and its rows are now kept,
 # marked cut, promising nothing (runner._record_audit).
-DELAYS = (4405, 11356, 16071, 21193)
+# 43378: a return decided only by a round the operator died in ended the wait, and the
+# restored operator's continued departure was judged as a new one (cut rows end no wait).
+# 19298: lost work its returned member still held was granted at the deadline.
+DELAYS = (4405, 11356, 16071, 21193, 43378, 19298)
+
+
+# A double ownership: under kip415 the deadline came while a returned member was still
+# stopping its old lost work, and a candidate was granted it (assignor grants skip what
+# another member still holds).
+GRANTED_WHILE_HELD = (28203, 38952)
+
+
+@pytest.mark.parametrize("seed", GRANTED_WHILE_HELD)
+def test_lost_work_is_never_granted_while_its_returned_member_still_runs_it(seed: int):
+    assert chaos.run_hard(seed).violations == ()
 
 
 @pytest.mark.parametrize("seed", DELAYS)

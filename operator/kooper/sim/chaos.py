@@ -226,8 +226,11 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       audit rows: a worker starts only what a document written for it assigns).
 
     Rows of a round the operator died in (``cut``: the simulator keeps them, since
-    workers may act on the documents it wrote) end waits and are judged like any, but
-    promise nothing: their ``lost`` rows were never persisted.
+    workers may act on the documents it wrote): an eager one ends every wait; the
+    rest promise nothing and end no wait (never persisted, so the restarted operator
+    still counts the departure they undid; a worker's start on what they wrote is in
+    the worker's rows). A ``lost`` row for work already waiting for the same member
+    is that departure seen again: the wait keeps its end.
 
     What it cannot judge: a departure decided only by a round that died between
     deleting the member's ConfigMap and writing the status (its ``lost`` rows are
@@ -295,8 +298,11 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             waits.clear()
             window = None
             continue
-        if change == "lost" and row.get("cut"):
-            continue  # a promise the operator died before persisting
+        if row.get("cut") and change in ("lost", "join", "assigned", "released"):
+            # A decision the operator died before persisting: it promises nothing and
+            # ends no wait (the restored operator still counts the departure); what a
+            # worker did with the documents it wrote is in the worker's rows.
+            continue
         if change == "lost":
             member, resource = row["member"], row["resource"]
             if kip:
@@ -316,6 +322,9 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
                     problems.append(f"delay: t={ts} {member} departed with a grace of {grace} "
                                     f"ms, outside 0..{delay_ms} ms")
                 until = ts + grace
+            known = waits.get(resource)
+            if known is not None and known.origin == member:
+                continue  # the same departure, seen again by a restarted operator
             if until > ts:
                 waits[resource] = _Wait(member, ts, until)
         elif change == "released":
