@@ -1,9 +1,11 @@
 """Chaos with the fault families of issue 12, members as real SDK sessions (``make bench``).
 
 Runs ``--count`` seeds of ``sim.chaos.run_hard`` from ``--start`` (default: 100,000
-from 0) and prints the count, the time and the violations: safety (a resource on
-two members at once, a per-task epoch that did not grow) and liveness (not
-converged within the stated bound, work not running after quiescence). Every
+from 0) and prints the count, the time and the runs with each kind of violation
+(``CATEGORIES``): double ownership (a resource on two members at once), an epoch
+reused (a per-task epoch that did not grow), a delay broken (lost work handed to
+another member before the promised delay ran out) and liveness (not converged
+within the stated bound, work not running or unbalanced after quiescence). Every
 failing seed is written with all its violations to ``--failures`` (one line per
 seed, in seed order); the first ``--show`` are also printed. Exits 1 if any run
 had a violation. ``--jobs N`` splits the seeds over N processes: each seed's
@@ -24,10 +26,19 @@ from pathlib import Path
 
 from kooper.sim import chaos
 
+CATEGORIES = ("double ownership", "epoch reused", "delay broken", "liveness")
+"""What a violation breaks, most serious first (a run counts once per category)."""
 
-def _is_safety(violation: str) -> bool:
-    return " while " in violation or " epoch " in violation or "overlaps" in violation \
-        or "runs on" in violation
+
+def category(violation: str) -> str:
+    """The category of one of ``chaos.run_hard``'s violation messages."""
+    if violation.startswith("delay:"):
+        return "delay broken"
+    if " epoch " in violation:
+        return "epoch reused"
+    if " while " in violation or "overlaps" in violation or "runs on" in violation:
+        return "double ownership"
+    return "liveness"  # lost after quiescence, not quiet in time, unbalanced
 
 
 def _outcomes(start: int, count: int, jobs: int) -> Iterator[chaos.Outcome]:
@@ -55,34 +66,37 @@ def main(argv: list[str] | None = None) -> int:
                         help="print a progress line every N runs (0: never)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    safety = liveness = runs = 0
+    runs = 0
+    counts = dict.fromkeys(CATEGORIES, 0)
     kinds: dict[str, int] = {}
+
+    def summary() -> str:
+        return ", ".join(f"{name} {counts[name]}" for name in CATEGORIES)
+
     with args.failures.open("w") as failures:
         for outcome in _outcomes(args.start, args.count, args.jobs):
             runs += 1
-            unsafe = [v for v in outcome.violations if _is_safety(v)]
-            safety += bool(unsafe)
-            liveness += bool(outcome.violations) and not unsafe
             if outcome.violations:
+                found = {category(v) for v in outcome.violations}
+                for name in found:
+                    counts[name] += 1
                 failures.write(f"seed {outcome.seed}: {' | '.join(outcome.violations)}\n")
                 failures.flush()
-                first = (unsafe or list(outcome.violations))[0]
-                kind = first.split(":")[0] if first.startswith("end") else (
-                    "safety" if unsafe else first[:30])
-                kinds[kind] = kinds.get(kind, 0) + 1
-                if safety + liveness <= args.show:
+                worst = min(found, key=CATEGORIES.index)
+                kinds[worst] = kinds.get(worst, 0) + 1
+                if sum(kinds.values()) <= args.show:
+                    first = next(v for v in outcome.violations if category(v) == worst)
                     print(f"seed {outcome.seed}: {first}", flush=True)
             if args.progress and runs % args.progress == 0:
                 print(f"... {runs} runs, {time.perf_counter() - started:.0f} s, runs with "
-                      f"safety violations {safety}, liveness {liveness}", flush=True)
+                      f"{summary()}", flush=True)
     elapsed = time.perf_counter() - started
     print(f"chaos (issue 12 families, SDK sessions): {runs} runs (seeds {args.start}.."
           f"{args.start + runs - 1}) in {elapsed:.1f} s with {args.jobs} job(s); runs with "
-          f"safety violations {safety}, with liveness violations {liveness}", flush=True)
-    if safety or liveness:
-        print(f"every failing seed is in {args.failures}; by first violation: "
-              + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())), flush=True)
-    return 1 if safety or liveness else 0
+          f"{summary()}", flush=True)
+    if kinds:
+        print(f"every failing seed is in {args.failures}", flush=True)
+    return 1 if kinds else 0
 
 
 if __name__ == "__main__":
