@@ -226,10 +226,11 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       audit rows: a worker starts only what a document written for it assigns).
 
     Rows of a round the operator died in (``cut``: the simulator keeps them, since
-    workers may act on the documents it wrote): an eager one ends every wait; the
-    rest promise nothing and end no wait (never persisted, so the restarted operator
-    still counts the departure they undid; a worker's start on what they wrote is in
-    the worker's rows). A ``lost`` row for work already waiting for the same member
+    workers may act on the documents it wrote) promise nothing (their ``lost`` rows
+    were never persisted). The rest count, as any round's, only when some worker
+    started something at that round's generation (its documents were acted on);
+    otherwise the round changed nothing: the restarted operator still counts the
+    departures it undid. A ``lost`` row for work already waiting for the same member
     is that departure seen again: the wait keeps its end.
 
     What it cannot judge: a departure decided only by a round that died between
@@ -264,6 +265,8 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             if row.get("change") == "revoked"} if kip else {}
     """kip415: (round, resource) → the live member it was revoked from, which held it."""
     starts = [e for e in events if e.event is ev.Kind.START]
+    acted = {e.generation for e in starts}
+    """Generations some worker started something at: documents that were acted on."""
     starts.sort(key=lambda e: e.ts_ms)
     index = 0
 
@@ -294,14 +297,15 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             judge(start.ts_ms, start.member, start.resource, "started")
             index += 1
         change = row.get("change")
+        if row.get("cut") and (change == "lost" or row["generation"] not in acted):
+            # A round the operator died in: its promises were never persisted, and
+            # unless some worker acted on a document it wrote (started something at
+            # its generation) it changed nothing (the restored operator still counts
+            # the departures it undid).
+            continue
         if row.get("protocol") == "eager":
             waits.clear()
             window = None
-            continue
-        if row.get("cut") and change in ("lost", "join", "assigned", "released"):
-            # A decision the operator died before persisting: it promises nothing and
-            # ends no wait (the restored operator still counts the departure); what a
-            # worker did with the documents it wrote is in the worker's rows.
             continue
         if change == "lost":
             member, resource = row["member"], row["resource"]
