@@ -7,9 +7,10 @@ import dataclasses
 
 import pytest
 
-from kooper.control import modelled
+from kooper.control import modelled, state, views
 from kooper.control import step as control
 from kooper.core import ids, model
+from kooper.protocol import codec
 
 W = ids.WorkerId
 GROUP = "g"
@@ -140,3 +141,40 @@ def test_only_a_terminating_pod_of_a_live_member_is_recorded():
     assert {name for name, _ in sigterm.memory.terminating} == {"b"}
     back = control.step(inputs(members), sigterm.memory, now_ms=300)  # deletion cancelled?
     assert {name for name, _ in back.memory.terminating} == {"b"}  # b's pod uid unchanged
+
+
+def test_a_departure_whose_work_waits_persists_it_before_deleting_the_configmap():
+    # An operator that died right after deleting b's ConfigMap left no trace of b's
+    # work: the restarted one found it unowned and handed it out at once, long before
+    # b's grace ran out. The round's status is now written first.
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    rest = [m for m in members if m.id != "b"]
+    gone = control.step(inputs(rest), memory, now_ms=300)
+    kinds = [type(w).__name__ for w in gone.writes]
+    assert kinds[:2] == ["WriteStatus", "DeleteConfigMap"]
+    assert gone.writes[0] == gone.writes[-1]
+    # Die right after the deletion, then restore from what the API holds.
+    first = gone.writes[0]
+    assert isinstance(first, control.WriteStatus)
+    persisted = first.status
+    doc = {"state": state.encode(persisted.state, owners=persisted.owners,
+                                 member_epoch=persisted.member_epoch,
+                                 epoch_floor=persisted.epoch_floor)}
+    before = memory.state  # a's and c's documents are still the converged ones
+    configmaps = {}
+    for m in rest:
+        message = state.assignment_message(
+            group=GROUP, member=m.id, plan=model.MemberPlan(
+                before.assignments[m.id], model.EMPTY, before.assigned_at[m.id]),
+            protocol=model.Protocol.COMPATIBLE, policy="kooper", delay_ms=0, leader="",
+            epochs=before.epochs, configs={}, states={}, incarnation="1",
+            member_epoch=memory.member_epochs[m.id][1])
+        configmaps[str(m.id)] = views.ConfigMapView(
+            namespace=modelled.NAMESPACE, name=views.configmap_name(m.id), group=GROUP,
+            member=m.id, resource_version="1", text=codec.encode_assignment(message))
+    restored = control.restored(modelled.group(GROUP, settings(), status=doc), configmaps)
+    after = control.step(dataclasses.replace(inputs(rest), configmaps=configmaps), restored,
+                         now_ms=400)
+    assert not handed_to_others(after, "b", b.owned)
+    assert after.memory.state.lost.get(W("b")) == b.owned

@@ -5,10 +5,14 @@ The operator (``shell.rounds``), the simulator (``sim.runner``) and ``kooper rep
 decides a round. A ``Step`` says what to do; ``Step.writes`` is the order
 (``control/outputs.py`` holds the write types):
 
-0. ``epochs_first``: only in the first round after a restart that read larger epochs
-   from ConfigMaps than the status holds: the status, raising ``memberEpoch`` and
-   ``epochFloor``, so no later write can leave an issued epoch in no document
-   (``control.epochs.unpersisted``);
+0. ``epochs_first``: a status write before the rest, in two cases. In a round that
+   declares a departure whose work waits (lost, for a delay): the round's own status,
+   so the lost set and its deadline are persisted before the member's ConfigMap is
+   deleted (a death in between would leave that work looking unowned to a restarted
+   operator, which would hand it out at once). In the first round after a restart
+   that read larger epochs from ConfigMaps than the status holds: the status, raising
+   ``memberEpoch`` and ``epochFloor``, so no later write can leave an issued epoch in
+   no document (``control.epochs.unpersisted``);
 1. ``deletes``: departed members' ConfigMaps, first, so that nothing a departed
    member's document still names is given to anyone before that document is gone;
 2. ``configmap_writes``: each member's new Assignment (in parallel, each with a
@@ -442,17 +446,27 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         paced=d.paced.pending,
         learned=learned, handing=handing,
     )
+    written = GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
+                         generation=group.generation, member_epoch=member_epoch,
+                         learned=learned, terminating=terminating,
+                         adaptive_status=adaptive.summary(learned, choice) if kooper else None)
+    status_first: GroupStatus | None = None
+    if any(ids.WorkerId(member) in new_state.lost for member in gone):
+        # A departure whose work waits: the lost set and its deadline are persisted
+        # before the departed member's ConfigMap is deleted, or a death in between
+        # would leave a restarted operator seeing that work as unowned, new work.
+        status_first = written
+    elif raise_first is not None:
+        status_first = GroupStatus(
+            facts=facts, state=previous, owners=memory.pod_owners, generation=group.generation,
+            member_epoch=raise_first[0], epoch_floor=raise_first[1])
     return Step(
         memory=next_memory,
         wake_at_ms=_wake(plan, d.found.next_expiry_ms, d.now_ms + retry_ms if failed else None,
                          *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=previous,
         configmap_writes=writes,
-        status=GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
-                           generation=group.generation, member_epoch=member_epoch,
-                           learned=learned, terminating=terminating,
-                           adaptive_status=adaptive.summary(learned, choice) if kooper
-                           else None),
+        status=written,
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
                 *pacing.paced_event(d.paced, group.max_moves_per_round),
@@ -478,10 +492,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
                               dirty=frozenset(restarted) | judged.changed | frozenset(
                                   set(d.rejected).symmetric_difference(memory.rejected)),
                               settled=not pending),
-        failures=failed, decision=d,
-        epochs_first=None if raise_first is None else GroupStatus(
-            facts=facts, state=previous, owners=memory.pod_owners, generation=group.generation,
-            member_epoch=raise_first[0], epoch_floor=raise_first[1]),
+        failures=failed, decision=d, epochs_first=status_first,
     )
 
 

@@ -226,8 +226,9 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       audit rows: a worker starts only what a document written for it assigns).
 
     Rows of a round the operator died in (``cut``: the simulator keeps them, since
-    workers may act on the documents it wrote) promise nothing (their ``lost`` rows
-    were never persisted). The rest count, as any round's, only when some worker
+    workers may act on the documents it wrote) promise nothing unless the round's
+    status was written before it died (``persisted``: a round declaring a departure
+    whose work waits writes it first). The rest count, as any round's, only when some worker
     started something at that round's generation (its documents were acted on);
     otherwise the round changed nothing: the restarted operator still counts the
     departures it undid. A ``lost`` row for work already waiting for the same member
@@ -297,7 +298,8 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             judge(start.ts_ms, start.member, start.resource, "started")
             index += 1
         change = row.get("change")
-        if row.get("cut") and (change == "lost" or row["generation"] not in acted):
+        if row.get("cut") and ((change == "lost" and not row.get("persisted"))
+                               or (change != "lost" and row["generation"] not in acted)):
             # A round the operator died in: its promises were never persisted, and
             # unless some worker acted on a document it wrote (started something at
             # its generation) it changed nothing (the restored operator still counts

@@ -780,9 +780,12 @@ class Sim:
         if self.crash_mid_round:
             # The operator dies part-way through the step's write sequence.
             self.crash_mid_round = False
-            for write in writes[: self._crash_prefix(len(writes))]:
+            done = writes[: self._crash_prefix(len(writes))]
+            for write in done:
                 self._execute(write)
-            self._record_audit(decided, plan, cut=True)
+            self._record_audit(decided, plan, cut=True, persisted=any(
+                isinstance(w, control.WriteStatus) and w.status is decided.status
+                for w in done))
             self._operator_down()
             return
         for write in writes:
@@ -793,11 +796,12 @@ class Sim:
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
 
     def _record_audit(self, decided: control.Step, plan: model.Plan, *,
-                      cut: bool = False) -> None:
+                      cut: bool = False, persisted: bool = False) -> None:
         """The round's audit rows (when recorded). ``cut``: the operator died part-way
         through its writes, so the real one wrote none; they are kept, marked ``cut``,
         because workers may act on the documents it did write (an eager round ends
-        every wait), but a cut round's promises were never persisted."""
+        every wait); ``persisted`` when its status was written first (a departure
+        whose work waits: ``Step.epochs_first``), so its promises were kept."""
         if self.audit is None:
             return
         rows = audit.rows(
@@ -807,6 +811,8 @@ class Sim:
         for row in rows:
             if cut:
                 row["cut"] = True
+                if persisted:
+                    row["persisted"] = True
             self.audit.append(row)
 
     def _ordered(self, decided: control.Step) -> tuple[control.Write, ...]:
