@@ -210,7 +210,10 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
       (``_rule_returning_identity``), and the round's balancing may place on others
       the part that would leave it above its share (nothing has to stop for that).
       A member that self-fenced and reports again (``departure: fenced``) never left:
-      its work goes back to it at once, the same way.
+      its work goes back to it at once, the same way. So does a member a round tells to
+      stop something (a ``revoked`` row), or that starts anything (a worker row): it is
+      counted live again (a restarted operator that found its ConfigMap never saw it
+      go).
     * ``kip415``, what is not lost: KIP-415's lost set is the previous assignment less
       what the members report owning, so a resource that another live member still
       held when its owner departed (the same round revokes it from that member) is
@@ -262,6 +265,8 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
     last_round = -1
     """kip415: when the last round that changed assignments was."""
     flagged: set[tuple[str, str, int]] = set()
+    since: dict[str, int] = {}
+    """kooper: when each member's current departure was first announced."""
     held = {(row["ts_ms"], row["resource"]): row["member"] for row in audit
             if row.get("change") == "revoked"} if kip else {}
     """kip415: (round, resource) → the live member it was revoked from, which held it."""
@@ -291,11 +296,20 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
                             f"{wait.origin} at {wait.since_ms}, promised to wait until "
                             f"{wait.until_ms}")
 
+    def started(start: ev.Event) -> None:
+        judge(start.ts_ms, start.member, start.resource, "started")
+        if not kip and (start.member in since or any(
+                w.origin == start.member for w in waits.values())):
+            # kooper: a departed member that starts anything is back (a worker starts
+            # only what a document of its current membership assigns), as a ``join``.
+            since.pop(start.member, None)
+            for resource in [r for r, w in waits.items() if w.origin == start.member]:
+                del waits[resource]
+
     for row in audit:
         ts = row["ts_ms"]
         while index < len(starts) and starts[index].ts_ms <= ts:
-            start = starts[index]
-            judge(start.ts_ms, start.member, start.resource, "started")
+            started(starts[index])
             index += 1
         change = row.get("change")
         if row.get("cut") and ((change == "lost" and not row.get("persisted"))
@@ -321,13 +335,21 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
                 else:
                     window = until = ts + delay_ms
             elif row.get("departure") in ("planned", "fenced"):
+                # Handed over at once; an earlier announcement of the same departure
+                # (before a restart) is superseded: now known planned, it waits no more.
+                since.pop(member, None)
+                known = waits.get(resource)
+                if known is not None and known.origin == member:
+                    del waits[resource]
                 continue
             else:
                 grace = int(row.get("grace_ms", delay_ms))
                 if not 0 <= grace <= delay_ms:
                     problems.append(f"delay: t={ts} {member} departed with a grace of {grace} "
                                     f"ms, outside 0..{delay_ms} ms")
-                until = ts + grace
+                # A restarted operator may announce a departure again: its grace runs
+                # from the first announcement, until the member is seen back.
+                until = since.setdefault(member, ts) + grace
             known = waits.get(resource)
             if known is not None and known.origin == member:
                 continue  # the same departure, seen again by a restarted operator
@@ -339,14 +361,17 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
                 del waits[row["resource"]]
         elif change == "assigned":
             judge(ts, row["member"], row["resource"], "assigned")
-        elif change == "join" and not kip:
+        elif change in ("join", "revoked") and not kip:
+            # Back, or counted live again (a restarted operator that found its
+            # ConfigMap: it never saw the member go), as the returning identity.
             member = row["member"]
+            since.pop(member, None)
             for resource in [r for r, w in waits.items() if w.origin == member]:
                 del waits[resource]
         elif change == "round":
             last_round = ts
     for start in starts[index:]:
-        judge(start.ts_ms, start.member, start.resource, "started")
+        started(start)
     return problems, exercised
 
 
