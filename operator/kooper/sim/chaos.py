@@ -231,7 +231,8 @@ def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event],
     Rows of a round the operator died in (``cut``: the simulator keeps them, since
     workers may act on the documents it wrote) promise nothing unless the round's
     status was written before it died (``persisted``: a round declaring a departure
-    whose work waits writes it first). The rest count, as any round's, only when some worker
+    whose work waits writes it first); a cut ``planned`` row still ends the wait it
+    supersedes. The rest count, as any round's, only when some worker
     started something at that round's generation (its documents were acted on);
     otherwise the round changed nothing: the restarted operator still counts the
     departures it undid. A ``lost`` row for work already waiting for the same member
@@ -312,8 +313,9 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             started(starts[index])
             index += 1
         change = row.get("change")
-        if row.get("cut") and ((change == "lost" and not row.get("persisted"))
-                               or (change != "lost" and row["generation"] not in acted)):
+        if row.get("cut") and ((row["generation"] not in acted and not row.get("persisted"))
+                               or (change == "lost" and not row.get("persisted")
+                                   and row.get("departure") == "unplanned")):
             # A round the operator died in: its promises were never persisted, and
             # unless some worker acted on a document it wrote (started something at
             # its generation) it changed nothing (the restored operator still counts
