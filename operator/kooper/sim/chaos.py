@@ -313,9 +313,11 @@ def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
             started(starts[index])
             index += 1
         change = row.get("change")
-        if row.get("cut") and ((row["generation"] not in acted and not row.get("persisted"))
-                               or (change == "lost" and not row.get("persisted")
-                                   and row.get("departure") == "unplanned")):
+        if row.get("cut") and (
+                (change == "lost" and not row.get("persisted") and not (
+                    not kip and row.get("departure") == "planned"
+                    and row["generation"] in acted))
+                or (change != "lost" and row["generation"] not in acted)):
             # A round the operator died in: its promises were never persisted, and
             # unless some worker acted on a document it wrote (started something at
             # its generation) it changed nothing (the restored operator still counts
