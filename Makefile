@@ -9,7 +9,7 @@ STAMP := $(VENV)/.kooper-installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[operator,analytics,test]'
+	$(BIN)/python -m pip install --quiet -e '.[operator,demo,analytics,test]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Build the kind tier's binaries from their Go modules at the versions in pins.env, once,
+# into a cache outside the repository keyed by those pins. Prints the directory.
+#
+#   hack/kind/bins.sh tools   # kind and helm (every machine)
+#   hack/kind/bins.sh node    # the offline node image's: kubelet, kubeadm, kube-scheduler,
+#                             # kube-proxy (hack/kube's pins), coredns, crictl, pause
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=pins.env
+source "$here/pins.env"
+set_name="${1:?usage: bins.sh tools|node}"
+recipe=1  # bump when a build command below changes what it produces
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/kooper"
+
+case "$set_name" in
+tools)
+    bins=(kind helm)
+    pins="$( (echo "$recipe"; grep -E '^(KIND|HELM)_VERSION=' "$here/pins.env") | sha256sum | cut -c1-12)"
+    dir="$cache/kind-tools-$KIND_VERSION-helm-$HELM_VERSION-$pins"
+    ;;
+node)
+    bins=(kubelet kubeadm kube-scheduler kube-proxy coredns crictl pause)
+    pins="$( (echo "$recipe"; cat "$here/pins.env" "$here/../kube/go.mod" "$here/../kube/go.sum") | sha256sum | cut -c1-12)"
+    dir="$cache/kind-node-bins-$pins"
+    ;;
+*) echo "usage: bins.sh tools|node" >&2; exit 2 ;;
+esac
+
+complete() {
+    local b
+    for b in "${bins[@]}"; do [[ -x "$1/$b" ]] || return 1; done
+}
+if complete "$dir"; then echo "$dir"; exit 0; fi
+
+mkdir -p "$cache"
+tmp="$(mktemp -d "$dir.tmp.XXXXXX")"
+chmod 755 "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+export CGO_ENABLED=0 GOFLAGS="-trimpath"
+
+case "$set_name" in
+tools)
+    echo "building kind $KIND_VERSION and helm $HELM_VERSION into $dir" >&2
+    GOBIN="$tmp" go install -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"
+    GOBIN="$tmp" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    ;;
+node)
+    kube_version="$(sed -n 's#^\tk8s.io/kubernetes \(v[0-9.]*\)$#\1#p' "$here/../kube/go.mod" | head -1)"
+    major="${kube_version#v}"; major="${major%%.*}"
+    minor="${kube_version#v*.}"; minor="${minor%%.*}"
+    ldflags="-s -w"
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+        ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    done
+    echo "building kubelet, kubeadm, kube-scheduler, kube-proxy $kube_version, coredns $COREDNS_VERSION, crictl $CRICTL_VERSION and pause $PAUSE_VERSION into $dir" >&2
+    (cd "$here/../kube" && GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "$ldflags" -o "$tmp/" \
+        k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm \
+        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
+    GOBIN="$tmp" go install -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+    GOBIN="$tmp" go install -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+        "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+    # The pod sandbox's pause, from the C source Kubernetes ships in its module.
+    pause_src="$(cd "$here/../kube" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+    cc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION" -o "$tmp/pause" "$pause_src"
+    strip "$tmp/pause"
+    ;;
+esac
+complete "$tmp"
+rm -rf "$dir"
+mv "$tmp" "$dir"
+trap - EXIT
+echo "$dir"
