@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kooper-installed
 
-.PHONY: demo test lint pytest bench e2e clean venv kube-bins
+.PHONY: demo test lint pytest bench e2e kind-tier kind-up kind-down clean venv kube-bins
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,8 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kooper demo $(DEMO_ARGS)
 
-## make test: lint (ruff, mypy --strict, import-linter) and the whole pytest suite.
-test: lint pytest
+## make test: lint (ruff, mypy --strict, import-linter), the whole pytest suite and the kind tier.
+test: lint pytest kind-tier
 
 lint: $(STAMP)
 	$(BIN)/ruff check operator tests e2e benchmarks
@@ -38,9 +38,22 @@ kube-bins:
 bench: $(STAMP) kube-bins
 	$(BIN)/python benchmarks/run_all.py
 
-## make e2e: the kind drills (needs Docker, kind, kubectl, helm).
-e2e: $(STAMP)
-	$(BIN)/python -m pytest -q e2e --with-e2e
+## make e2e: every drill on a 3-node kind cluster (hack/kind: Docker installed and started
+## where this runs as root on Debian, kind and helm from their Go modules, the node image
+## pulled or built offline, all cached in ~/.cache/kooper and Docker).
+e2e: $(STAMP) kube-bins
+	$(BIN)/python -m pytest -q e2e --with-e2e $(PYTEST_ARGS)
+
+## make kind-tier: the kind drills make test runs (rolling restarts, a pod kill, node failures).
+kind-tier: $(STAMP) kube-bins
+	$(BIN)/python -m pytest -q e2e --with-e2e -m kind_tier $(PYTEST_ARGS)
+
+## make kind-up / kind-down: the drills' kind cluster by hand (KOOPER_E2E_CLUSTER=kooper-e2e
+## make e2e then reuses it).
+kind-up:
+	bash hack/kind/cluster.sh up
+kind-down:
+	bash hack/kind/cluster.sh down
 
 ## make promtool: fetch Prometheus' promtool (the chart tests check the alerts and the
 ## dashboard with it) from Debian's prometheus package (or its Go module) into ~/.cache/kooper/

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from kooper.core import events
 
 K = events.Kind
+STOPS = ("sigstop", "freeze")
+CONTS = ("sigcont", "thaw")
 OPEN = 2**62
 """The end of a run that has not ended (its process is alive and never stopped it)."""
 
@@ -44,7 +46,9 @@ class ProcessRow:
     incarnation: str
     pod: str
     what: str
-    """``spawn``, ``sigkill``, ``sigstop``, ``sigcont`` or ``exit``."""
+    """``spawn``, ``sigkill``, ``sigstop``, ``sigcont`` or ``exit``; on kind, ``freeze`` and
+    ``thaw`` when the process's node is paused and unpaused (a cgroup freeze: to the
+    process, the same as SIGSTOP and SIGCONT)."""
     code: int | None = None
     """The exit status (``exit`` rows)."""
 
@@ -124,9 +128,9 @@ def freezes(processes: Iterable[ProcessRow]) -> dict[str, list[tuple[int, int]]]
     out: dict[str, list[tuple[int, int]]] = {}
     since: dict[str, int] = {}
     for row in sorted(processes, key=lambda p: p.ts_ms):
-        if row.what == "sigstop":
+        if row.what in STOPS:
             since.setdefault(row.incarnation, row.ts_ms)
-        elif row.what in ("sigcont", "exit") and row.incarnation in since:
+        elif row.what in (*CONTS, "exit") and row.incarnation in since:
             out.setdefault(row.incarnation, []).append((since.pop(row.incarnation), row.ts_ms))
     for incarnation, start in since.items():
         out.setdefault(incarnation, []).append((start, OPEN))
@@ -231,7 +235,7 @@ def while_frozen(overlap: Overlap, processes: Iterable[ProcessRow]) -> bool:
 
 def thawed_at(incarnation: str, processes: Iterable[ProcessRow]) -> int | None:
     """When ``incarnation`` was last sent SIGCONT (None: never)."""
-    times = [p.ts_ms for p in processes if p.incarnation == incarnation and p.what == "sigcont"]
+    times = [p.ts_ms for p in processes if p.incarnation == incarnation and p.what in CONTS]
     return max(times) if times else None
 
 

@@ -10,6 +10,8 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import yaml
+
 from e2e import invariants, recorder, tools
 from kooper.protocol import codec, messages
 
@@ -33,6 +35,25 @@ DRILL_LABEL = "kooper.dev/drill"
 """Labels what a drill added to the examples; ``Demo.baseline`` removes it."""
 
 
+EVENTS_MOUNT = "/var/log/kooper-events"
+"""Where each kind node mounts the host's events directory (hack/kind/cluster.sh)."""
+
+
+def with_rows_on_the_host(pod_spec: dict[str, Any], args: list[str]) -> None:
+    """Edit a worker pod template: ``args`` (with ``--events-dir``), the node's events
+    directory mounted there, and one pod per worker node at most one apart."""
+    container = pod_spec["containers"][0]
+    container["args"] = args
+    container.setdefault("volumeMounts", []).append({"name": "events", "mountPath": EVENTS_MOUNT})
+    pod_spec.setdefault("volumes", []).append(
+        {"name": "events", "hostPath": {"path": EVENTS_MOUNT, "type": "Directory"}})
+    pod_spec["topologySpreadConstraints"] = [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": dict([POD_LABEL])},
+    }]
+
+
 def is_member_pod(pod: dict[str, Any]) -> bool:
     return (pod["metadata"].get("labels") or {}).get(POD_LABEL[0]) == POD_LABEL[1]
 
@@ -43,6 +64,8 @@ class Demo:
     def __init__(self, kube: tools.Kube, namespace: str) -> None:
         self.kube = kube
         self.ns = namespace
+        self.default_args = DEFAULT_ARGS + (
+            ["--events-dir", EVENTS_MOUNT] if kube.events_dir is not None else [])
 
     def k(self, *args: str, timeout: float = 120) -> str:
         return self.kube.kubectl("-n", self.ns, *args, timeout=timeout)
@@ -53,7 +76,20 @@ class Demo:
     # --- setup ---------------------------------------------------------------
 
     def apply_examples(self) -> None:
-        self.k("apply", "-f", str(ROOT / "examples"))
+        """examples/ as shipped; on kind, the workers also write their own rows to a
+        hostPath (``--events-dir``) and spread evenly over the two worker nodes."""
+        if self.kube.events_dir is None:
+            self.k("apply", "-f", str(ROOT / "examples"))
+            return
+        documents = []
+        for path in sorted((ROOT / "examples").glob("*.yaml")):
+            documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+        for doc in documents:
+            if doc["kind"] == "StatefulSet" and doc["metadata"]["name"] == STATEFULSET:
+                with_rows_on_the_host(doc["spec"]["template"]["spec"], self.default_args)
+        self.kube.kubectl("-n", self.ns, "apply", "-f", "-",
+                          input_text=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                 "items": documents}))
 
     def patch_group(self, **spec: Any) -> None:
         self.k("patch", "workergroup", GROUP, "--type", "merge", "-p", json.dumps({"spec": spec}))
@@ -85,8 +121,8 @@ class Demo:
         self.apply_examples()
         self.k("delete", "connectors", "-l", DRILL_LABEL, "--wait=false")
         self.patch_group(**BASELINE)
-        if self.worker_args() != DEFAULT_ARGS:
-            self.set_worker_args(DEFAULT_ARGS)
+        if self.worker_args() != self.default_args:
+            self.set_worker_args(self.default_args)
         self.scale(REPLICAS)
         self.rollout_status()
         self.wait_balanced(REPLICAS)

@@ -63,6 +63,7 @@ def assert_clean(rows, expected):
 
 
 @pytest.mark.realk8s
+@pytest.mark.kind_tier
 def test_rolling_restart_under_compatible_moves_work_off_running_members_only_to_rebalance(fresh):
     """Every pod restarts, so every member is disturbed once; outside its own restart a
     member stops work only to move it, and only the last pod's share moves that way.
@@ -92,6 +93,7 @@ def test_rolling_restart_under_compatible_moves_work_off_running_members_only_to
 
 
 @pytest.mark.realk8s
+@pytest.mark.kind_tier
 def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fresh):
     fresh.patch_group(protocol="eager")
     fresh.wait_balanced(demo.REPLICAS)
@@ -124,7 +126,7 @@ def test_rolling_restart_under_eager_then_the_analytics_report_compares_both(fre
 
 
 @pytest.mark.realk8s
-@pytest.mark.parametrize("policy", ["kooper", "kip415"])
+@pytest.mark.parametrize("policy", [pytest.param("kooper", marks=pytest.mark.kind_tier), "kip415"])
 def test_a_force_killed_worker_gets_its_work_back_only_as_the_policy_allows(fresh, policy):
     fresh.patch_group(policy=policy)
     victim = f"{demo.STATEFULSET}-1"

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
-import shutil
+import os
+import pathlib
 import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
-TOOLS = ("docker", "kind", "kubectl", "helm")
+KIND = pathlib.Path(__file__).resolve().parents[1] / "hack" / "kind"
 
 T = TypeVar("T")
 
 
-def missing_tools() -> list[str]:
-    """What is missing for the e2e suite: absent tools, or a Docker daemon that does not answer."""
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if "docker" not in missing:
-        try:
-            subprocess.run(["docker", "info"], capture_output=True, check=True, timeout=20)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-            missing.append("a running Docker daemon")
-    return missing
+def kind_unavailable() -> str:
+    """Why kind cannot run here ("" when it can): hack/kind/docker.sh makes a Docker daemon
+    answer (installing and starting it as root on Debian) or says in one line why not."""
+    try:
+        done = subprocess.run(["bash", str(KIND / "docker.sh")], capture_output=True,
+                              text=True, timeout=900, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no Docker daemon: {exc}"
+    if done.returncode == 0:
+        return ""
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"hack/kind/docker.sh exited {done.returncode}"
+
+
+def use_kind_tools() -> None:
+    """Put the pinned kind, helm and kubectl first on PATH (built once, cached)."""
+    extra = run("bash", str(KIND / "cluster.sh"), "env", timeout=3600).strip()
+    os.environ["PATH"] = f"{extra}:{os.environ['PATH']}"
 
 
 def run(*args: str, timeout: float = 600, input_text: str | None = None) -> str:
@@ -38,11 +48,14 @@ class Kube:
     """kubectl and helm against one kubeconfig context (kind's, or the local control plane's)."""
 
     def __init__(
-        self, context: str, *, kubeconfig: str | None = None, kubectl: str = "kubectl"
+        self, context: str, *, kubeconfig: str | None = None, kubectl: str = "kubectl",
+        events_dir: pathlib.Path | None = None,
     ) -> None:
         self.context = context
         self.kubeconfig = kubeconfig
         self.kubectl_path = kubectl
+        self.events_dir = events_dir
+        """kind: the host directory where workers given ``--events-dir`` write their rows."""
 
     def _config(self) -> list[str]:
         return ["--kubeconfig", self.kubeconfig] if self.kubeconfig else []

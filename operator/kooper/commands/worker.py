@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import IO
 
 from kooper.core import errors, events, model
@@ -77,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: a fifteenth of --lease-seconds)",
     )
     parser.add_argument("--events-file", help="also append event JSON lines to this file")
+    parser.add_argument(
+        "--events-dir",
+        help="also write event JSON lines to a file of this process's own in this directory "
+        "(<namespace>.<pod>.<start time ns>.jsonl: one per incarnation, e.g. on a hostPath "
+        "that outlives the pod)",
+    )
     parser.add_argument(
         "--health-port", type=int, default=0,
         help="serve /healthz, /readyz and /metrics here (0: off)",
@@ -159,9 +166,11 @@ def run(args: argparse.Namespace) -> int:
     who = identity.from_env()
     api = kube.Api.from_env()
     connectors = demo.DemoConnectors(start_ms=args.start_ms, stop_ms=args.stop_ms)
-    events_file = open(args.events_file, "a", encoding="utf-8") if args.events_file else None  # noqa: SIM115
+    files = [open(path, "a", encoding="utf-8")  # noqa: SIM115
+             for path in (args.events_file, incarnation_file(args.events_dir, who))
+             if path]
     try:
-        sink = EventSink([sys.stdout] + ([events_file] if events_file else []))
+        sink = EventSink([sys.stdout, *files])
         worker = client.Worker(
             api=api,
             identity=who,
@@ -189,6 +198,14 @@ def run(args: argparse.Namespace) -> int:
             if server is not None:
                 server.shutdown()
     finally:
-        if events_file is not None:
-            events_file.close()
+        for file in files:
+            file.close()
     return 0
+
+
+def incarnation_file(directory: str | None, who: identity.Identity) -> str | None:
+    """This process's own events file in ``directory``: ``<namespace>.<pod>.<ns>.jsonl``
+    (None without a directory)."""
+    if not directory:
+        return None
+    return os.path.join(directory, f"{who.namespace}.{who.pod}.{time.time_ns()}.jsonl")

@@ -1,0 +1,158 @@
+"""A worker node fails under its members: frozen (``docker pause``) or partitioned
+(``docker network disconnect``). Kind only: the node is a container of its own.
+
+Judged from the workers' own rows (``e2e/worker_rows.py``, one file per process on this
+host), not from the operator or the API server:
+
+* **partitioned**: the members on the node cannot renew their Leases, so each fences
+  itself, stopping everything, before the operator's delay hands the work to the members
+  on the other node. Any overlap is a violation: a running process that lost its Lease
+  must have stopped first.
+* **frozen**: a frozen process can neither renew nor fence, so when it thaws its tasks
+  carry on for the instant before it notices. That overlap cannot be prevented by any
+  lease (``chaos_log.while_frozen``); it is allowed only when the successor started
+  while the member was frozen and at a higher per-task epoch, so anything the thawed
+  process still does with the resource is fenced by the epoch. The thawed member must
+  then stop (its fence, a ``stop`` row) and rejoin.
+
+In both, StatefulSet pods stay bound to their node (nothing evicts them before the
+not-ready toleration, 300 s), so the same processes come back when the node does, and
+the group ends balanced over four members with every resource running exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from e2e import chaos_log, demo, tools, worker_rows
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kind_tier, pytest.mark.timeout(1800)]
+
+MOVED_TIMEOUT_S = 240
+"""Lease (15 s) + clock skew (5 s) + the delay (30 s at most) + the roll-call, with room."""
+
+
+@pytest.fixture(scope="module")
+def group(kube):
+    g = demo.Demo(kube, "kooper")
+    g.apply_examples()
+    g.wait_balanced(demo.REPLICAS, timeout_s=600)
+    return g
+
+
+@pytest.fixture
+def fresh(group):
+    group.baseline()
+    return group
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def member_pods_by_node(g: demo.Demo) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for pod in g.json("pods")["items"]:
+        if demo.is_member_pod(pod) and pod["spec"].get("nodeName"):
+            out.setdefault(pod["spec"]["nodeName"], []).append(pod["metadata"]["name"])
+    return out
+
+
+def node_to_fail(g: demo.Demo) -> str:
+    """A worker node that hosts members but not the leading operator (taking the leader
+    down with a node is the fenced-leader drill's, not this one's)."""
+    leader_pod = g.operator_leader().split("/", 1)[0]
+    leader_node = g.json("pod", leader_pod)["spec"]["nodeName"] if leader_pod else ""
+    candidates = sorted(n for n in member_pods_by_node(g) if n != leader_node)
+    assert candidates, f"every member runs on the leader's node {leader_node}"
+    return candidates[0]
+
+
+def node_ready(g: demo.Demo, node: str) -> bool:
+    conditions = g.kube.kubectl("get", "node", node, "-o", "json")
+    ready = [c for c in json.loads(conditions)["status"]["conditions"] if c["type"] == "Ready"]
+    return bool(ready) and ready[0]["status"] == "True"
+
+
+def runs_since(g: demo.Demo, start_ms: int, processes: list[chaos_log.ProcessRow],
+               current: set[str]) -> list[chaos_log.Run]:
+    """The runs of the incarnations that ran at ``start_ms`` (``current``) or began later."""
+    assert g.kube.events_dir is not None
+    rows = worker_rows.read(g.kube.events_dir, g.ns)
+    wanted = {i: r for i, r in rows.items()
+              if i in current or int(i.rsplit(".", 1)[1]) // 1_000_000 >= start_ms}
+    return chaos_log.runs(wanted, processes)
+
+
+def moved_off(g: demo.Demo, failed: set[str], start_ms: int, expected: set[str],
+              processes: list[chaos_log.ProcessRow], current: set[str]) -> bool:
+    """Every resource runs on some incarnation off the failed node, started after ``start_ms``."""
+    running = chaos_log.running_at(runs_since(g, start_ms, processes, current), now_ms())
+    return all(any(run.incarnation not in failed and run.start_ms >= start_ms
+                   for run in running.get(resource, ())) for resource in expected)
+
+
+def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tuple[
+        list[chaos_log.Run], list[chaos_log.ProcessRow], set[str], int]:
+    """Fail a node with ``fail``, wait until its work runs elsewhere and the node is
+    NotReady, heal it with ``heal``, wait until the group is whole again. Returns the
+    runs, the process rows, the failed node's incarnations and the heal time."""
+    node = node_to_fail(g)
+    on_node = member_pods_by_node(g)[node]
+    assert g.kube.events_dir is not None
+    pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
+    current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
+    failed = {i for i in current if i.split(".", 1)[0] in on_node}
+    assert len(failed) == len(on_node), f"no events file for some of {on_node}"
+    expected = g.expected()
+    processes: list[chaos_log.ProcessRow] = []
+    start = now_ms()
+    with g.record(drill):
+        tools.run(*fail, node)
+        if fail[1] == "pause":
+            processes += [chaos_log.ProcessRow(start, i, i.split(".", 1)[0], "freeze")
+                          for i in failed]
+        tools.wait_for(f"the work of {', '.join(on_node)} running off {node}",
+                       lambda: moved_off(g, failed, start, expected, processes, current),
+                       timeout_s=MOVED_TIMEOUT_S, interval_s=0.5)
+        tools.wait_for(f"{node} NotReady", lambda: not node_ready(g, node), timeout_s=180)
+        healed = now_ms()
+        tools.run(*heal, node)
+        if heal[1] == "unpause":
+            processes += [chaos_log.ProcessRow(healed, i, i.split(".", 1)[0], "thaw")
+                          for i in failed]
+        tools.wait_for(f"{node} Ready again", lambda: node_ready(g, node), timeout_s=300)
+        g.wait_balanced(demo.REPLICAS, timeout_s=300)
+    return runs_since(g, start, processes, current), processes, failed, healed
+
+
+def test_a_partitioned_node_s_members_fence_before_their_work_starts_elsewhere(fresh):
+    runs, processes, failed, _ = fail_node(
+        fresh, "node-partitioned",
+        ["docker", "network", "disconnect", "kind"], ["docker", "network", "connect", "kind"])
+    overlaps = chaos_log.overlaps(runs, processes)
+    assert overlaps == [], "\n".join(o.describe() for o in overlaps)
+    assert chaos_log.epoch_regressions(runs) == []
+    fenced = [r for r in runs if r.incarnation in failed and r.ended_by == "stop"]
+    assert fenced, "the partitioned members' fence left no stop row"
+    assert chaos_log.lost(runs, fresh.expected()) == []
+
+
+def test_a_frozen_node_s_work_moves_fenced_by_epoch_and_the_thawed_members_stop_it(fresh):
+    runs, processes, failed, thawed = fail_node(
+        fresh, "node-frozen", ["docker", "pause"], ["docker", "unpause"])
+    overlaps = chaos_log.overlaps(runs, processes)
+    unfenced = [o for o in overlaps if not chaos_log.while_frozen(o, processes)]
+    assert unfenced == [], "\n".join(o.describe() for o in unfenced)
+    assert chaos_log.epoch_regressions(runs) == []
+    # What the frozen members ran when frozen and lost meanwhile, they stopped once
+    # thawed (their fence): no run of theirs that a successor took over is left open.
+    taken = {o.first.resource for o in overlaps}
+    frozen_runs = [r for r in runs if r.incarnation in failed and r.resource in taken
+                   and r.start_ms < thawed]
+    assert all(r.ended_by == "stop" and r.end_ms >= thawed for r in frozen_runs), frozen_runs
+    print(f"node-frozen: {len(overlaps)} overlaps with a frozen member, all fenced by epoch")
+    assert chaos_log.lost(runs, fresh.expected()) == []
