@@ -19,6 +19,14 @@ recipe=1  # bump when a build below changes what it produces
 what="${1:?usage: images.sh node|kooper|python|debian}"
 
 say() { echo "images: $*" >&2; }
+scratch=()  # temporary directories and build containers, removed on exit
+cleanup() {
+    local item
+    for item in "${scratch[@]}"; do
+        if [[ -d "$item" ]]; then rm -rf "$item"; else docker rm -f -v "$item" >/dev/null 2>&1 || true; fi
+    done
+}
+trap cleanup EXIT
 present() { docker image inspect "$1" >/dev/null 2>&1; }
 hash_of() { (echo "$recipe"; cat "$@") | sha256sum | cut -c1-12; }
 
@@ -27,7 +35,7 @@ debian() {
     if ! present "$tag"; then
         command -v debootstrap >/dev/null || {
             say "installing debootstrap"; apt-get install -y -qq debootstrap >/dev/null; }
-        local rootfs; rootfs="$(mktemp -d)"
+        local rootfs; rootfs="$(mktemp -d)"; scratch+=("$rootfs")
         say "debootstrap --variant=minbase $DEBIAN_SUITE (about a minute)"
         debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" >/dev/null
         rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
@@ -84,7 +92,7 @@ node_offline() {
     kind_dir="$(cd "$root/hack/kube" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" \
         | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
     ctx="$(mktemp -d)"
-    trap 'rm -rf "$ctx"' RETURN
+    scratch+=("$ctx")
     cp -r "$kind_dir/images/base/files" "$ctx/files"
     chmod -R u+w "$ctx/files"
     sed "s/PAUSE_VERSION/$PAUSE_VERSION/" "$here/containerd-config.toml" > "$ctx/containerd-config.toml"
@@ -119,7 +127,7 @@ node_offline() {
     say "assembling $tag"
     local box="kooper-node-build-$$"
     docker run -d --name "$box" --entrypoint=sleep --security-opt seccomp=unconfined "$node_base" infinity >/dev/null
-    trap 'docker rm -f -v "$box" >/dev/null 2>&1; rm -rf "$ctx"' RETURN
+    scratch+=("$box")
     for bin in kubelet kubeadm crictl; do docker cp "$node/$bin" "$box:/usr/bin/$bin"; done
     docker cp "$control/kubectl" "$box:/usr/bin/kubectl"
     docker exec "$box" bash -c "chmod 755 /usr/bin/kube* /usr/bin/crictl && chown root:root /usr/bin/kube* /usr/bin/crictl \
