@@ -48,7 +48,7 @@ def with_rows_on_the_host(pod_spec: dict[str, Any], args: list[str]) -> None:
     pod_spec.setdefault("volumes", []).append(
         {"name": "events", "hostPath": {"path": EVENTS_MOUNT, "type": "Directory"}})
     pod_spec["topologySpreadConstraints"] = [{
-        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "nodeTaintsPolicy": "Honor",
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": dict([POD_LABEL])},
     }]

@@ -3,47 +3,86 @@
 Member pods started by ``Demo`` on kind run ``kooper worker --events-dir`` on a hostPath
 that every node mounts from one host directory (hack/kind/cluster.sh), so each process
 appends its ``start``/``stop`` rows, stamped with its own clock (the host's: containers
-share the kernel's), to ``<namespace>.<pod>.<start ns>.jsonl``. The files outlive pods,
-frozen and partitioned nodes, and the cluster: what ``chaos_log`` judges them with is
-independent of the operator and of the API server.
+share the kernel's), to ``<namespace>.<pod>.<pod uid>.<start ns>.jsonl``. The files
+outlive pods, frozen and partitioned nodes, and the cluster: what ``chaos_log`` judges
+them with is independent of the operator and of the API server.
+
+A process that ends without stopping its work (a SIGKILL, or the SDK ending itself on
+purpose after a freeze: exit 3) leaves its runs open. Its exit is bounded by the start
+of the next container *of the same pod* (same uid): the kubelet starts a container only
+once the one before it has exited. ``exits`` returns those bounds as ``exit`` process
+rows. A process of a pod object that is gone has no such bound (a force-deleted pod's
+process may outlive its successor under the same name): its open runs stay open.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
-from collections.abc import Sequence
 
+from e2e import chaos_log
 from kooper.core import events
 
 
-def incarnation(path: pathlib.Path) -> tuple[str, str]:
-    """(pod, incarnation) named by an events file."""
-    _namespace, pod, started = path.name.removesuffix(".jsonl").rsplit(".", 2)
-    return pod, f"{pod}.{started}"
+@dataclasses.dataclass(frozen=True, slots=True)
+class Incarnation:
+    """One worker process, named by its events file."""
+
+    path: pathlib.Path
+    pod: str
+    uid: str
+    started_ns: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.pod}.{self.started_ns}"
+
+    @property
+    def started_ms(self) -> int:
+        return self.started_ns // 1_000_000
+
+
+def incarnations(directory: pathlib.Path, namespace: str) -> list[Incarnation]:
+    """Every process's file for ``namespace``, oldest first."""
+    out = []
+    for path in directory.glob(f"{namespace}.*.jsonl"):
+        pod_and_uid, _, started = path.name.removesuffix(".jsonl").rpartition(".")
+        pod, _, uid = pod_and_uid.removeprefix(f"{namespace}.").rpartition(".")
+        out.append(Incarnation(path, pod, uid, int(started)))
+    return sorted(out, key=lambda i: i.started_ns)
 
 
 def read(directory: pathlib.Path, namespace: str) -> dict[str, list[events.Event]]:
     """incarnation -> the rows its process wrote, in the order it wrote them."""
     out: dict[str, list[events.Event]] = {}
-    for path in sorted(directory.glob(f"{namespace}.*.jsonl")):
+    for incarnation in incarnations(directory, namespace):
         rows = []
-        for line in path.read_text().splitlines():
+        for line in incarnation.path.read_text().splitlines():
             if line.strip():
                 try:
                     rows.append(events.Event.from_row(json.loads(line)))
                 except ValueError:
                     continue  # a line cut short by a SIGKILL mid-write
-        out[incarnation(path)[1]] = rows
+        out[incarnation.name] = rows
     return out
 
 
-def latest(directory: pathlib.Path, namespace: str, pods: Sequence[str]) -> dict[str, str]:
+def exits(directory: pathlib.Path, namespace: str) -> list[chaos_log.ProcessRow]:
+    """An ``exit`` row for each process a later container of the same pod replaced, at
+    that container's start (an upper bound of the exit, see the module docstring)."""
+    last: dict[tuple[str, str], Incarnation] = {}
+    out = []
+    for incarnation in incarnations(directory, namespace):
+        key = (incarnation.pod, incarnation.uid)
+        before = last.get(key)
+        if before is not None and incarnation.uid != "-":
+            out.append(chaos_log.ProcessRow(-(-incarnation.started_ns // 1_000_000),
+                                            before.name, before.pod, "exit"))
+        last[key] = incarnation
+    return out
+
+
+def latest(directory: pathlib.Path, namespace: str, pods: list[str]) -> dict[str, str]:
     """pod -> its newest incarnation (the process running now, for a pod that runs)."""
-    newest: dict[str, tuple[int, str]] = {}
-    for path in directory.glob(f"{namespace}.*.jsonl"):
-        pod, name = incarnation(path)
-        started = int(name.rsplit(".", 1)[1])
-        if pod in pods and started > newest.get(pod, (-1, ""))[0]:
-            newest[pod] = (started, name)
-    return {pod: name for pod, (_, name) in newest.items()}
+    return {i.pod: i.name for i in incarnations(directory, namespace) if i.pod in pods}

@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--events-dir",
         help="also write event JSON lines to a file of this process's own in this directory "
-        "(<namespace>.<pod>.<start time ns>.jsonl: one per incarnation, e.g. on a hostPath "
+        "(<namespace>.<pod>.<uid>.<start time ns>.jsonl: one per incarnation, e.g. on a hostPath "
         "that outlives the pod)",
     )
     parser.add_argument(
@@ -204,8 +204,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def incarnation_file(directory: str | None, who: identity.Identity) -> str | None:
-    """This process's own events file in ``directory``: ``<namespace>.<pod>.<ns>.jsonl``
-    (None without a directory)."""
+    """This process's own events file in ``directory``:
+    ``<namespace>.<pod>.<pod uid or "-">.<start time ns>.jsonl`` (None without one)."""
     if not directory:
         return None
-    return os.path.join(directory, f"{who.namespace}.{who.pod}.{time.time_ns()}.jsonl")
+    name = f"{who.namespace}.{who.pod}.{who.uid or '-'}.{time.time_ns()}.jsonl"
+    return os.path.join(directory, name)
