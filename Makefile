@@ -26,8 +26,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The drills of the kind tier run on kind only (make kind-tier), not on the local plane too.
 pytest: $(STAMP) kube-bins
-	KOOPER_REQUIRE_REALK8S=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	KOOPER_REQUIRE_REALK8S=1 $(BIN)/python -m pytest -q -m "not kind_tier" $(PYTEST_ARGS)
 
 ## make kube-bins: build kube-apiserver, kube-controller-manager, kubectl and etcd from the
 ## Go modules pinned in hack/kube/go.mod into ~/.cache/kooper/ (a no-op when cached).

@@ -11,11 +11,12 @@ window from the restart command to the group balanced again after the roll:
 * moves: handoffs to another pod (a restart comes back under the same pod name).
 
     .venv/bin/python benchmarks/bench_kind.py      # builds/reuses everything as make e2e does
-    KOOPER_E2E_CLUSTER=kooper-e2e ...              # on an existing cluster (hack/kind/cluster.sh up)
+    KOOPER_E2E_CLUSTER=kooper-e2e ...    # on an existing cluster (hack/kind/cluster.sh up)
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pathlib
@@ -51,7 +52,7 @@ def measure(runs: list[chaos_log.Run], expected: set[str], t0: int, t1: int) -> 
                 covered += end - start
                 cursor = end
         pause += (t1 - t0) - covered
-        for a, b in zip(mine, mine[1:], strict=False):
+        for a, b in itertools.pairwise(mine):
             if a.incarnation != b.incarnation and a.end_ms <= b.start_ms and a.end_ms >= t0:
                 gaps.append(b.start_ms - a.end_ms)
                 moves += a.pod != b.pod

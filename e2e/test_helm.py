@@ -47,7 +47,8 @@ def test_an_operator_upgrade_while_the_group_runs_moves_nothing(kube, group):
                        lambda: group.operator_pods().isdisjoint(before), timeout_s=300)
         group.wait_balanced(demo.REPLICAS)
     history = json.loads(kube.helm("history", "kooper", "-n", conftest.NAMESPACE, "-o", "json"))
-    assert history[-1]["status"] == "deployed" and len(history) >= 2
+    assert history[-1]["status"] == "deployed"
+    assert len(history) >= 2
     assert_nothing_moved(rec.rows, group.expected())
 
 
@@ -57,7 +58,8 @@ def test_uninstall_keeps_the_crds_and_the_group_and_a_reinstall_brings_it_back(k
     with group.record("helm-reinstall") as rec:
         kube.helm("uninstall", "kooper", "-n", conftest.NAMESPACE, "--wait")
         crds = kube.kubectl("get", "crd", "-o", "name")
-        assert "workergroups.kooper.dev" in crds and "connectors.kooper.dev" in crds
+        assert "workergroups.kooper.dev" in crds
+        assert "connectors.kooper.dev" in crds
         assert group.json("workergroup", demo.GROUP)["metadata"]["name"] == demo.GROUP
         assert group.expected() == expected
         tools.wait_for("the operator pods gone", lambda: not group.operator_pods(), timeout_s=120)

@@ -94,7 +94,7 @@ def runs_since(g: demo.Demo, start_ms: int, processes: list[chaos_log.ProcessRow
     return chaos_log.runs(wanted, [*processes, *worker_rows.exits(g.kube.events_dir, g.ns)])
 
 
-def moved_off(g: demo.Demo, failed: set[str], start_ms: int, expected: set[str],
+def moved_off(g: demo.Demo, failed: set[str], start_ms: int, expected: set[str], *,
               processes: list[chaos_log.ProcessRow], current: set[str]) -> bool:
     """Every resource runs on some incarnation off the failed node (by its own rows)."""
     running = chaos_log.running_at(runs_since(g, start_ms, processes, current), now_ms())
@@ -125,7 +125,8 @@ def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tup
                 processes += [chaos_log.ProcessRow(start, i, i.split(".", 1)[0], "freeze")
                               for i in failed]
             tools.wait_for(f"the work of {', '.join(on_node)} running off {node}",
-                           lambda: moved_off(g, failed, start, expected, processes, current),
+                           lambda: moved_off(g, failed, start, expected,
+                                             processes=processes, current=current),
                            timeout_s=MOVED_TIMEOUT_S, interval_s=0.5)
             tools.wait_for(f"{node} NotReady", lambda: not node_ready(g, node), timeout_s=180)
         finally:

@@ -1,0 +1,76 @@
+"""The kind drills' reading of the workers' own files (e2e/worker_rows.py), offline."""
+
+from __future__ import annotations
+
+import json
+
+from e2e import chaos_log, worker_rows
+
+
+def row(ts, member, resource, event, epoch=1):
+    return json.dumps({"ts_ms": ts, "run": "", "group": "demo", "member": member,
+                       "resource": resource, "event": event, "generation": 1, "epoch": epoch})
+
+
+def write(directory, pod, uid, started_ns, *lines):
+    path = directory / f"kooper.{pod}.{uid}.{started_ns}.jsonl"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def test_a_file_names_its_pod_and_incarnation_even_when_the_pod_name_has_dots(tmp_path):
+    write(tmp_path, "w.example-0", "u1", 5_000_000)
+    (found,) = worker_rows.incarnations(tmp_path, "kooper")
+    assert (found.pod, found.uid, found.name, found.started_ms) == (
+        "w.example-0", "u1", "w.example-0.5000000", 5)
+
+
+def test_other_namespaces_files_are_not_read(tmp_path):
+    write(tmp_path, "w-0", "u1", 1)
+    (tmp_path / "other.w-0.u1.2.jsonl").write_text(row(1, "w-0", "a", "start") + "\n")
+    assert list(worker_rows.read(tmp_path, "kooper")) == ["w-0.1"]
+
+
+def test_a_line_cut_short_by_a_sigkill_is_skipped(tmp_path):
+    write(tmp_path, "w-0", "u1", 1, row(10, "w-0", "a", "start"), '{"ts_ms": 11, "ru')
+    assert [r.resource for r in worker_rows.read(tmp_path, "kooper")["w-0.1"]] == ["a"]
+
+
+def test_a_process_replaced_by_its_pods_next_container_exits_by_that_start(tmp_path):
+    """The kubelet starts a pod's next container only once the one before exited."""
+    write(tmp_path, "w-0", "u1", 1_000_000, row(1, "w-0", "a", "start"))
+    write(tmp_path, "w-0", "u1", 9_000_001, row(10, "w-0", "a", "start", epoch=2))
+    exits = worker_rows.exits(tmp_path, "kooper")
+    assert exits == [chaos_log.ProcessRow(10, "w-0.1000000", "w-0", "exit")]  # rounded up
+    runs = chaos_log.runs(worker_rows.read(tmp_path, "kooper"), exits)
+    assert [(r.incarnation, r.end_ms, r.ended_by) for r in runs] == [
+        ("w-0.1000000", 10, "exit"), ("w-0.9000001", chaos_log.OPEN, "open")]
+
+
+def test_a_replaced_pod_object_bounds_nothing(tmp_path):
+    """A force-deleted pod's process may outlive the next pod of its name: stays open."""
+    write(tmp_path, "w-0", "u1", 1_000_000, row(1, "w-0", "a", "start"))
+    write(tmp_path, "w-0", "u2", 9_000_000, row(10, "w-0", "a", "start", epoch=2))
+    assert worker_rows.exits(tmp_path, "kooper") == []
+    runs = chaos_log.runs(worker_rows.read(tmp_path, "kooper"), [])
+    assert [o.resource for o in chaos_log.overlaps(runs)] == ["a"]
+
+
+def test_latest_is_each_pods_newest_process(tmp_path):
+    write(tmp_path, "w-0", "u1", 1)
+    write(tmp_path, "w-0", "u1", 3)
+    write(tmp_path, "w-1", "u9", 2)
+    assert worker_rows.latest(tmp_path, "kooper", ["w-0", "w-1"]) == {"w-0": "w-0.3",
+                                                                      "w-1": "w-1.2"}
+
+
+def test_a_frozen_node_is_a_freeze_to_the_overlap_check():
+    """``docker pause`` freezes a node's processes as SIGSTOP does one process."""
+    first = chaos_log.Run("w-0", "w-0.1", "a", 0, 500, 1, "exit")
+    second = chaos_log.Run("w-1", "w-1.1", "a", 200, chaos_log.OPEN, 2, "open")
+    frozen = [chaos_log.ProcessRow(100, "w-0.1", "w-0", "freeze"),
+              chaos_log.ProcessRow(400, "w-0.1", "w-0", "thaw")]
+    (overlap,) = chaos_log.overlaps([first, second], frozen)
+    assert overlap.frozen == ("w-0.1",)
+    assert chaos_log.while_frozen(overlap, frozen)
+    assert not chaos_log.while_frozen(overlap, frozen[:0])
