@@ -132,6 +132,9 @@ def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tup
         finally:
             healed = now_ms()
             tools.run(*heal, node)  # whatever failed above, the next drill gets the node back
+            if heal[1] == "network":  # the node may come back with another IP
+                tools.run("bash", str(tools.KIND / "cluster.sh"), "routes",
+                          g.kube.context.removeprefix("kind-"))
         if heal[1] == "unpause":
             processes += [chaos_log.ProcessRow(healed, i, i.split(".", 1)[0], "thaw")
                           for i in failed]

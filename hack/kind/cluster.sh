@@ -7,6 +7,8 @@
 #   hack/kind/cluster.sh up   [NAME]   # create (or reuse), load images; prints the kube context
 #   hack/kind/cluster.sh down [NAME]
 #   hack/kind/cluster.sh env           # PATH entries for the pinned kind, helm and kubectl
+#   hack/kind/cluster.sh routes [NAME] # offline nodes: set the pod routes again (a node
+#                                      # reconnected to the network may get a new IP)
 #
 # Every node mounts $KOOPER_KIND_EVENTS (default ~/.cache/kooper/kind-events/NAME) at
 # /var/log/kooper-events: workers given `--events-dir` there write their own rows to
@@ -17,7 +19,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-action="${1:?usage: cluster.sh up|down|env [NAME]}"
+action="${1:?usage: cluster.sh up|down|env|routes [NAME]}"
 name="${2:-${KOOPER_KIND_CLUSTER:-kooper-e2e}}"
 say() { echo "kind: $*" >&2; }
 
@@ -29,18 +31,19 @@ events="${KOOPER_KIND_EVENTS:-${XDG_CACHE_HOME:-$HOME/.cache}/kooper/kind-events
 
 if [[ "$action" == env ]]; then echo "$tools_dir:$kube_dir"; exit 0; fi
 if [[ "$action" == down ]]; then kind delete cluster --name "$name"; exit 0; fi
-[[ "$action" == up ]] || { echo "usage: cluster.sh up|down|env [NAME]" >&2; exit 2; }
 
-bash "$here/docker.sh"
-node_image="$(bash "$here/images.sh" node)"
-offline="$(docker image inspect -f '{{index .Config.Labels "dev.kooper.offline-node"}}' "$node_image")"
+[[ "$action" == up || "$action" == routes ]] || { echo "usage: cluster.sh up|down|env|routes [NAME]" >&2; exit 2; }
 
 bridge_cni() {
-    # Every node: a bridge on its own podCIDR, and routes to the others' through their IPs.
-    local nodes node cidr ip other
-    nodes="$(kubectl --context "$context" get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')"
+    # Every node: a bridge on its own podCIDR, and routes to the others' through their IPs
+    # (read from Docker: a node reconnected to the network may have a new one).
+    local nodes node cidr ip other ocidr oip
+    nodes="$(kubectl --context "$context" get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}' \
+        | while read -r node cidr; do
+            echo "$node $cidr $(docker inspect -f '{{.NetworkSettings.Networks.kind.IPAddress}}' "$node")"
+        done)"
     while read -r node cidr ip; do
-        [[ -n "$cidr" ]] || { say "node $node has no podCIDR yet"; return 1; }
+        [[ -n "$cidr" && -n "$ip" ]] || { say "node $node has no podCIDR or IP yet"; return 1; }
         docker exec -i "$node" tee /etc/cni/net.d/10-kooper-bridge.conflist >/dev/null <<JSON
 {"cniVersion": "1.0.0", "name": "kooper", "plugins": [
   {"type": "bridge", "bridge": "kbr0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
@@ -53,6 +56,16 @@ JSON
     done <<< "$nodes"
 }
 
+if [[ "$action" == routes ]]; then
+    node_image="$(docker inspect -f '{{.Config.Image}}' "$name-control-plane")"
+    if [[ -n "$(docker image inspect -f '{{index .Config.Labels "dev.kooper.offline-node"}}' "$node_image")" ]]; then
+        bridge_cni
+    fi
+    exit 0
+fi
+bash "$here/docker.sh"
+node_image="$(bash "$here/images.sh" node)"
+offline="$(docker image inspect -f '{{index .Config.Labels "dev.kooper.offline-node"}}' "$node_image")"
 if ! kind get clusters 2>/dev/null | grep -qx "$name"; then
     config="$(mktemp)"
     trap 'rm -f "$config"' EXIT
