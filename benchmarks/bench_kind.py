@@ -65,14 +65,16 @@ def roll(g: demo.Demo, protocol: str) -> dict[str, float]:
     g.patch_group(protocol=protocol)
     g.wait_balanced(PODS, timeout_s=600)
     print(f"bench_kind: rolling {PODS} pods under {protocol}", file=sys.stderr, flush=True)
+    assert g.kube.events_dir is not None
+    pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
+    current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
     t0 = now_ms()
     g.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
     g.rollout_status()
     g.wait_balanced(PODS, timeout_s=600)
     t1 = now_ms()
-    assert g.kube.events_dir is not None
-    runs = chaos_log.runs(worker_rows.read(g.kube.events_dir, g.ns), [])
-    overlaps = [o for o in chaos_log.overlaps(runs) if o.to_ms > t0]
+    runs = worker_rows.runs_since(g.kube.events_dir, g.ns, t0, current)
+    overlaps = chaos_log.overlaps(runs)
     assert not overlaps, "\n".join(o.describe() for o in overlaps)
     return measure(runs, g.expected(), t0, t1)
 

@@ -88,10 +88,7 @@ def runs_since(g: demo.Demo, start_ms: int, processes: list[chaos_log.ProcessRow
                current: set[str]) -> list[chaos_log.Run]:
     """The runs of the incarnations that ran at ``start_ms`` (``current``) or began later."""
     assert g.kube.events_dir is not None
-    rows = worker_rows.read(g.kube.events_dir, g.ns)
-    wanted = {i: r for i, r in rows.items()
-              if i in current or int(i.rsplit(".", 1)[1]) // 1_000_000 >= start_ms}
-    return chaos_log.runs(wanted, [*processes, *worker_rows.exits(g.kube.events_dir, g.ns)])
+    return worker_rows.runs_since(g.kube.events_dir, g.ns, start_ms, current, processes)
 
 
 def moved_off(g: demo.Demo, failed: set[str], start_ms: int, expected: set[str], *,

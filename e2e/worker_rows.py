@@ -86,3 +86,14 @@ def exits(directory: pathlib.Path, namespace: str) -> list[chaos_log.ProcessRow]
 def latest(directory: pathlib.Path, namespace: str, pods: list[str]) -> dict[str, str]:
     """pod -> its newest incarnation (the process running now, for a pod that runs)."""
     return {i.pod: i.name for i in incarnations(directory, namespace) if i.pod in pods}
+
+
+def runs_since(directory: pathlib.Path, namespace: str, start_ms: int, current: set[str],
+               processes: list[chaos_log.ProcessRow] | None = None) -> list[chaos_log.Run]:
+    """The runs of the incarnations that ran at ``start_ms`` (``current``: ``latest`` then)
+    or began later, their exits bounded (``exits``) and ``processes`` added."""
+    rows = read(directory, namespace)
+    wanted = {i: r for i, r in rows.items()
+              if i in current or int(i.rsplit(".", 1)[1]) // 1_000_000 >= start_ms}
+    return chaos_log.runs(wanted, [*(processes or []), *exits(directory, namespace)])
+

@@ -55,9 +55,7 @@ def test_default_render_has_the_expected_objects(render):
             ("RoleBinding", "kooper"),
             ("ValidatingAdmissionPolicy", "kooper-operator-writes"),
             ("ValidatingAdmissionPolicyBinding", "kooper-operator-writes"),
-            ("CustomResourceDefinition", "clusterkopfpeerings.kopf.dev"),
             ("CustomResourceDefinition", "connectors.kooper.dev"),
-            ("CustomResourceDefinition", "kopfpeerings.kopf.dev"),
             ("CustomResourceDefinition", "workergroups.kooper.dev"),
             ("Deployment", "kooper"),
             ("PodDisruptionBudget", "kooper"),
@@ -329,6 +327,22 @@ CONTRADICTIONS = [
 def test_contradictory_values_fail_rendering_with_a_message(helm, render, values, message):
     with pytest.raises(helm.HelmRenderError, match=re.escape(message)):
         render(values)
+
+
+@pytest.mark.parametrize(("values", "watched"), [
+    ({}, "namespace kooper-system"),
+    ({"operator": {"watchNamespace": "team-a"}}, "namespace team-a"),
+    ({"operator": {"watchAllNamespaces": True}}, "all namespaces"),
+])
+def test_notes_name_the_namespaces_the_operator_is_given(render, render_text, values, watched):
+    notes = next(text for path, text in render_text(values).items() if path.endswith("NOTES.txt"))
+    assert f"The operator watches {watched}." in notes
+    deployment = conftest.find(render(values), "Deployment")[0]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    if watched == "all namespaces":
+        assert "--namespace" not in args
+    else:
+        assert args[args.index("--namespace") + 1] == watched.removeprefix("namespace ")
 
 
 def test_notes_tell_the_next_commands(render_text):
