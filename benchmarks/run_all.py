@@ -22,6 +22,7 @@ BENCHMARKS = (
     "bench_operator.py",
     "bench_memory.py",
     "bench_analytics.py",
+    "bench_kind.py",
 )
 
 

@@ -85,7 +85,7 @@ node_offline() {
     base="$(debian)"
     local kube_version; kube_version="$("$node/kubeadm" version -o short)"
     local tag="kooper.local/kind-node:$kube_version-$(hash_of "$here/pins.env" "$here/node-base.Dockerfile" \
-        "$here/components.Dockerfile" "$here/containerd-config.toml" <(echo "$control $node $base"))"
+        "$here/components.Dockerfile" "$here/containerd-config.toml" <(echo "$(basename "$control") $(basename "$node") $base"))"
     if present "$tag"; then echo "$tag"; return; fi
 
     local kind_dir ctx
