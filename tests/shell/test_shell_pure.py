@@ -383,3 +383,15 @@ def test_only_spec_and_restart_changes_wake_a_group_not_our_own_status_echoes():
     assert runner.pokes == 5
     shell.group_seen("ns", "wg", deleted=False, uid="g", generation=2)
     assert runner.pokes == 6
+
+
+def test_each_operator_process_has_an_identity_of_its_own(monkeypatch):
+    """In a container the pid is always 1: a restarted leader container must not find
+    its predecessor's Lease naming it."""
+    from kooper.shell import settings
+
+    monkeypatch.setattr(settings.os, "getpid", lambda: 1)
+    monkeypatch.setattr(settings.socket, "gethostname", lambda: "kooper-abc")
+    first, second = settings.default_identity(), settings.default_identity()
+    assert first != second
+    assert first.startswith("kooper-abc/1-")

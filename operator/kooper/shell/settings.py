@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import socket
 from typing import Any
 
@@ -12,8 +13,12 @@ KUBE_API_ENV = "KOOPER_KUBE_API"
 
 
 def default_identity() -> str:
-    """``<hostname>/<pid>``: who writes the ConfigMaps (the Assignment's ``leader``)."""
-    return f"{socket.gethostname()}/{os.getpid()}"
+    """``<hostname>/<pid>-<random>``: who writes the ConfigMaps (the Assignment's
+    ``leader``) and holds the leader Lease. Unique per process: in a container the pid
+    is 1 every time, so a restarted container of the leader's pod would otherwise find
+    its predecessor's Lease naming itself and lead at once, without the Lease running
+    out (found on kind: the standby never took over from a killed leader)."""
+    return f"{socket.gethostname()}/{os.getpid()}-{secrets.token_hex(3)}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
