@@ -27,7 +27,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
-from e2e import chaos_log, conftest, demo, tools, worker_rows  # noqa: E402
+from e2e import chaos_log, demo, kind, worker_rows  # noqa: E402
 
 PODS = 8
 TASKS = 10
@@ -80,34 +80,19 @@ def roll(g: demo.Demo, protocol: str) -> dict[str, float]:
 
 
 def main() -> int:
-    reuse = os.environ.get("KOOPER_E2E_CLUSTER")
-    name = reuse or "kooper-bench"
-    tools.use_kind_tools()
-    if not reuse:
-        tools.run("kind", "delete", "cluster", "--name", name, timeout=300)
-    context = tools.run("bash", str(tools.KIND / "cluster.sh"), "up", name, timeout=3600).strip()
-    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
-    kube = tools.Kube(context, events_dir=pathlib.Path(
-        os.environ.get("KOOPER_KIND_EVENTS") or cache / "kooper" / "kind-events" / name))
-    try:
-        conftest.install_chart(kube)
-        g = demo.Demo(kube, conftest.NAMESPACE)
+    with kind.cluster("kooper-bench") as kube:
+        g = demo.Demo(kube, kind.NAMESPACE)
         g.apply_examples()
         for connector in CONNECTORS:
             g.k("patch", "connector", connector, "--type", "merge",
                 "-p", json.dumps({"spec": {"tasksMax": TASKS}}))
         g.scale(PODS)
         g.rollout_status()
-        results = {protocol: roll(g, protocol) for protocol in ("compatible", "eager")}
-    finally:
-        if not reuse:
-            tools.run("kind", "delete", "cluster", "--name", name, timeout=300)
-        else:  # leave the shared cluster as the drills expect it
-            with_baseline = demo.Demo(kube, conftest.NAMESPACE)
-            for connector, tasks in zip(CONNECTORS, (4, 4, 8), strict=True):
-                with_baseline.k("patch", "connector", connector, "--type", "merge",
-                                "-p", json.dumps({"spec": {"tasksMax": tasks}}))
-            with_baseline.baseline()
+        try:
+            results = {protocol: roll(g, protocol) for protocol in ("compatible", "eager")}
+        finally:  # a reused cluster goes back to the examples the drills expect
+            if os.environ.get("KOOPER_E2E_CLUSTER"):
+                g.baseline()  # applies examples/ again: tasksMax and replicas as shipped
     print(f"kind, StatefulSet of {PODS} pods, {len(CONNECTORS)} connectors x {TASKS} tasks, "
           "kubectl rollout restart (policy kooper)")
     print(f"{'protocol':<11} {'roll s':>7} {'pause s':>8} {'handoffs/res':>13} "

@@ -17,18 +17,16 @@ then never deleted); ``KOOPER_E2E_KEEP=1`` keeps the cluster the suite created.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from e2e import localcluster, tools
+from e2e import demo, kind, localcluster, tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NAMESPACE = "kooper"
+NAMESPACE = kind.NAMESPACE
 OPERATOR_IMAGE = "kooper:0.1.0"
 WORKER_IMAGE = "kooper-worker:0.1.0"
 COMPARISON = ROOT / "out" / "e2e" / "comparison.txt"
@@ -80,7 +78,8 @@ def kube(
 ) -> Iterator[tools.Kube]:
     """A cluster with the chart installed: kind with ``--with-e2e``, else the local one."""
     if request.config.getoption("--with-e2e"):
-        yield from _kind()
+        with kind.cluster("kooper-e2e") as kube:
+            yield kube
         return
     handle = localcluster.shared(request.config, tmp_path_factory)
     kube = localcluster.kube_of(handle)
@@ -89,38 +88,13 @@ def kube(
         kube, namespace=NAMESPACE,
         values={"image": {"repository": "kooper", "tag": "0.1.0"},
                 "operator": {"watchNamespace": NAMESPACE}})
-    yield kube  # noqa: PT022 - the local cluster stops at the session's end (localcluster)
+    yield kube
 
 
-def _kind() -> Iterator[tools.Kube]:
-    """A kind cluster (hack/kind/cluster.sh: images built and loaded) with the chart installed
-    by helm, the CRDs with it."""
-    reuse = os.environ.get("KOOPER_E2E_CLUSTER")
-    name = reuse or "kooper-e2e"
-    tools.use_kind_tools()
-    if not reuse:
-        # A cluster left by an interrupted run may have stopped nodes: start from nothing.
-        tools.run("kind", "delete", "cluster", "--name", name, timeout=300)
-    context = tools.run("bash", str(tools.KIND / "cluster.sh"), "up", name, timeout=3600).strip()
-    events = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
-    kube = tools.Kube(context, events_dir=pathlib.Path(
-        os.environ.get("KOOPER_KIND_EVENTS") or events / "kooper" / "kind-events" / name))
-    try:
-        install_chart(kube)
-        yield kube
-    finally:
-        if not reuse and not os.environ.get("KOOPER_E2E_KEEP"):
-            with contextlib.suppress(subprocess.CalledProcessError):
-                tools.run("kind", "delete", "cluster", "--name", name, timeout=300)
-
-
-def install_chart(kube: tools.Kube, *values: str) -> None:
-    """``helm upgrade --install`` the chart with the images kind has loaded."""
-    kube.helm(
-        "upgrade", "--install", "kooper", str(ROOT / "charts" / "kooper"),
-        "--namespace", NAMESPACE, "--create-namespace",
-        "--set", "image.repository=kooper", "--set", "image.tag=0.1.0",
-        "--set", "image.pullPolicy=Never",
-        *values,
-        "--wait", "--timeout", "5m",
-    )
+@pytest.fixture(scope="module")
+def group(kube: tools.Kube) -> demo.Demo:
+    """The examples/ group, applied and balanced once per module (drills reset it)."""
+    g = demo.Demo(kube, NAMESPACE)
+    g.apply_examples()
+    g.wait_balanced(demo.REPLICAS, timeout_s=600)
+    return g

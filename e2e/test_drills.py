@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from e2e import conftest, demo, invariants, tools
+from e2e import demo, invariants, tools
 from kooper.core import events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
@@ -25,14 +25,6 @@ K = events.Kind
 DELAY_MS = 30_000
 TOLERANCE_MS = 3_000
 """Polling (0.5 s), the operator's reaction and clock skew between this host and the cluster."""
-
-
-@pytest.fixture(scope="module")
-def group(kube):
-    g = demo.Demo(kube, conftest.NAMESPACE)
-    g.apply_examples()
-    g.wait_balanced(demo.REPLICAS, timeout_s=600)
-    return g
 
 
 @pytest.fixture

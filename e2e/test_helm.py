@@ -13,17 +13,9 @@ import json
 
 import pytest
 
-from e2e import conftest, demo, invariants, tools
+from e2e import conftest, demo, invariants, kind, tools
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind_tier, pytest.mark.timeout(1800)]
-
-
-@pytest.fixture(scope="module")
-def group(kube):
-    g = demo.Demo(kube, conftest.NAMESPACE)
-    g.apply_examples()
-    g.wait_balanced(demo.REPLICAS, timeout_s=600)
-    return g
 
 
 def assert_nothing_moved(rows, expected):
@@ -42,7 +34,7 @@ def test_an_operator_upgrade_while_the_group_runs_moves_nothing(kube, group):
     group.baseline()
     before = group.operator_pods()
     with group.record("helm-upgrade") as rec:
-        conftest.install_chart(kube, "--set", "operator.podAnnotations.kooper\\.dev/drill=upgrade")
+        kind.install_chart(kube, "--set", "operator.podAnnotations.kooper\\.dev/drill=upgrade")
         tools.wait_for("the operator pods replaced",
                        lambda: group.operator_pods().isdisjoint(before), timeout_s=300)
         group.wait_balanced(demo.REPLICAS)
@@ -63,7 +55,7 @@ def test_uninstall_keeps_the_crds_and_the_group_and_a_reinstall_brings_it_back(k
         assert group.json("workergroup", demo.GROUP)["metadata"]["name"] == demo.GROUP
         assert group.expected() == expected
         tools.wait_for("the operator pods gone", lambda: not group.operator_pods(), timeout_s=120)
-        conftest.install_chart(kube)
+        kind.install_chart(kube)
         group.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
         group.rollout_status()
         group.wait_balanced(demo.REPLICAS)

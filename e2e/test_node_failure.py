@@ -35,14 +35,6 @@ MOVED_TIMEOUT_S = 240
 """Lease (15 s) + clock skew (5 s) + the delay (30 s at most) + the roll-call, with room."""
 
 
-@pytest.fixture(scope="module")
-def group(kube):
-    g = demo.Demo(kube, "kooper")
-    g.apply_examples()
-    g.wait_balanced(demo.REPLICAS, timeout_s=600)
-    return g
-
-
 @pytest.fixture
 def fresh(group):
     """The baseline, with the members spread over both worker nodes (a node that was

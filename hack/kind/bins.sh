@@ -48,13 +48,9 @@ tools)
     ;;
 node)
     kube_version="$(sed -n 's#^\tk8s.io/kubernetes \(v[0-9.]*\)$#\1#p' "$here/../kube/go.mod" | head -1)"
-    major="${kube_version#v}"; major="${major%%.*}"
-    minor="${kube_version#v*.}"; minor="${minor%%.*}"
-    ldflags="-s -w"
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-        ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    done
+    # shellcheck source=../kube/ldflags.sh
+    source "$here/../kube/ldflags.sh"
+    ldflags="$(kube_ldflags "$kube_version")"
     echo "building kubelet, kubeadm, kube-scheduler, kube-proxy $kube_version, coredns $COREDNS_VERSION, crictl $CRICTL_VERSION and pause $PAUSE_VERSION into $dir" >&2
     (cd "$here/../kube" && GOFLAGS="$GOFLAGS -mod=readonly" go build -ldflags "$ldflags" -o "$tmp/" \
         k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm \

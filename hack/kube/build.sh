@@ -35,13 +35,9 @@ if [[ "${1:-}" == "--check" ]]; then
     exit 1
 fi
 
-major="${kube_version#v}"; major="${major%%.*}"
-minor="${kube_version#v*.}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# shellcheck source=ldflags.sh
+source "$here/ldflags.sh"
+ldflags="$(kube_ldflags "$kube_version")"
 
 mkdir -p "$(dirname "$dir")"
 tmp="$(mktemp -d "$dir.tmp.XXXXXX")"
