@@ -43,10 +43,12 @@ bench: $(STAMP) kube-bins
 ## where this runs as root on Debian, kind and helm from their Go modules, the node image
 ## pulled or built offline, all cached in ~/.cache/kooper and Docker).
 e2e: $(STAMP) kube-bins
+	bash hack/kind/prepare.sh
 	$(BIN)/python -m pytest -q e2e --with-e2e $(PYTEST_ARGS)
 
 ## make kind-tier: the kind drills make test runs (rolling restarts, a pod kill, node failures).
 kind-tier: $(STAMP) kube-bins
+	bash hack/kind/prepare.sh
 	$(BIN)/python -m pytest -q e2e --with-e2e -m kind_tier $(PYTEST_ARGS)
 
 ## make kind-up / kind-down: the drills' kind cluster by hand (KOOPER_E2E_CLUSTER=kooper-e2e
