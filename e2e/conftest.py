@@ -27,8 +27,6 @@ from e2e import demo, kind, localcluster, tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAMESPACE = kind.NAMESPACE
-OPERATOR_IMAGE = "kooper:0.1.0"
-WORKER_IMAGE = "kooper-worker:0.1.0"
 COMPARISON = ROOT / "out" / "e2e" / "comparison.txt"
 REQUIRE_KIND = "KOOPER_REQUIRE_KIND"
 """Set (as .ci/run does): kind must run, so what would skip the kind drills fails instead."""
@@ -88,7 +86,7 @@ def kube(
         kube, namespace=NAMESPACE,
         values={"image": {"repository": "kooper", "tag": "0.1.0"},
                 "operator": {"watchNamespace": NAMESPACE}})
-    yield kube
+    yield kube  # the local cluster stops at the session's end (localcluster)
 
 
 @pytest.fixture(scope="module")

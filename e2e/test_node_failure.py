@@ -71,8 +71,8 @@ def node_to_fail(g: demo.Demo) -> str:
 
 
 def node_ready(g: demo.Demo, node: str) -> bool:
-    conditions = g.kube.kubectl("get", "node", node, "-o", "json")
-    ready = [c for c in json.loads(conditions)["status"]["conditions"] if c["type"] == "Ready"]
+    status = json.loads(g.kube.kubectl("get", "node", node, "-o", "json"))["status"]
+    ready = [c for c in status["conditions"] if c["type"] == "Ready"]
     return bool(ready) and ready[0]["status"] == "True"
 
 
@@ -91,17 +91,30 @@ def moved_off(g: demo.Demo, failed: set[str], start_ms: int, expected: set[str],
                for resource in expected)
 
 
-def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tuple[
+FAULTS = {
+    # how: (fail, heal, whether the node's processes are frozen meanwhile)
+    "partition": (["docker", "network", "disconnect", "kind"],
+                  ["docker", "network", "connect", "kind"], False),
+    "freeze": (["docker", "pause"], ["docker", "unpause"], True),
+}
+
+
+def pod_of(incarnation: str) -> str:
+    return incarnation.split(".", 1)[0]
+
+
+def fail_node(g: demo.Demo, drill: str, how: str) -> tuple[
         list[chaos_log.Run], list[chaos_log.ProcessRow], set[str], int]:
-    """Fail a node with ``fail``, wait until its work runs elsewhere and the node is
-    NotReady, heal it with ``heal``, wait until the group is whole again. Returns the
-    runs, the process rows, the failed node's incarnations and the heal time."""
+    """Fail a node as ``FAULTS[how]`` says, wait until its work runs elsewhere and the
+    node is NotReady, heal it, wait until the group is whole again. Returns the runs,
+    the process rows, the failed node's incarnations and the heal time."""
+    fail, heal, frozen = FAULTS[how]
     node = node_to_fail(g)
     on_node = member_pods_by_node(g)[node]
     assert g.kube.events_dir is not None
     pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
     current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
-    failed = {i for i in current if i.split(".", 1)[0] in on_node}
+    failed = {i for i in current if pod_of(i) in on_node}
     assert len(failed) == len(on_node), f"no events file for some of {on_node}"
     expected = g.expected()
     processes: list[chaos_log.ProcessRow] = []
@@ -110,9 +123,8 @@ def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tup
     with g.record(drill):
         tools.run(*fail, node)
         try:
-            if fail[1] == "pause":
-                processes += [chaos_log.ProcessRow(start, i, i.split(".", 1)[0], "freeze")
-                              for i in failed]
+            if frozen:
+                processes += [chaos_log.ProcessRow(start, i, pod_of(i), "freeze") for i in failed]
             tools.wait_for(f"the work of {', '.join(on_node)} running off {node}",
                            lambda: moved_off(g, failed, start, expected,
                                              processes=processes, current=current),
@@ -121,21 +133,18 @@ def fail_node(g: demo.Demo, drill: str, fail: list[str], heal: list[str]) -> tup
         finally:
             healed = now_ms()
             tools.run(*heal, node)  # whatever failed above, the next drill gets the node back
-            if heal[1] == "network":  # the node may come back with another IP
+            if not frozen:  # a reconnected node may come back with another IP
                 tools.run("bash", str(tools.KIND / "cluster.sh"), "routes",
                           g.kube.context.removeprefix("kind-"))
-        if heal[1] == "unpause":
-            processes += [chaos_log.ProcessRow(healed, i, i.split(".", 1)[0], "thaw")
-                          for i in failed]
+        if frozen:
+            processes += [chaos_log.ProcessRow(healed, i, pod_of(i), "thaw") for i in failed]
         tools.wait_for(f"{node} Ready again", lambda: node_ready(g, node), timeout_s=300)
         g.wait_balanced(demo.REPLICAS, timeout_s=300)
     return runs_since(g, start, processes, current), processes, failed, healed
 
 
 def test_a_partitioned_node_s_members_fence_before_their_work_starts_elsewhere(fresh):
-    runs, processes, failed, _ = fail_node(
-        fresh, "node-partitioned",
-        ["docker", "network", "disconnect", "kind"], ["docker", "network", "connect", "kind"])
+    runs, processes, failed, _ = fail_node(fresh, "node-partitioned", "partition")
     overlaps = chaos_log.overlaps(runs, processes)
     assert overlaps == [], "\n".join(o.describe() for o in overlaps)
     assert chaos_log.epoch_regressions(runs) == []
@@ -145,8 +154,7 @@ def test_a_partitioned_node_s_members_fence_before_their_work_starts_elsewhere(f
 
 
 def test_a_frozen_node_s_work_moves_fenced_by_epoch_and_the_thawed_members_stop_it(fresh):
-    runs, processes, failed, thawed = fail_node(
-        fresh, "node-frozen", ["docker", "pause"], ["docker", "unpause"])
+    runs, processes, failed, thawed = fail_node(fresh, "node-frozen", "freeze")
     # A thawed member whose Lease went unrenewed while it may still run work ends its
     # process (exit 3, docs/sdk.md); its container restarts in the same pod.
     overlaps = chaos_log.overlaps(runs, processes)
