@@ -42,7 +42,7 @@ from e2e import chaos_real, realplane  # noqa: E402
 
 from kooper.controlplane import binaries, host  # noqa: E402
 from kooper.demo import pods  # noqa: E402
-from kooper.sdk import kube  # noqa: E402
+from kooper.sdk import apierrors  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -113,7 +113,7 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
         try:
             report = chaos_real.run_scenario(settings, args.out / f"run-{seed}", faults,
                                              plane=plane)
-        except (TimeoutError, pods.DemoError, kube.ApiError) as exc:
+        except (TimeoutError, pods.DemoError, apierrors.ApiError) as exc:
             totals["errors"] += 1
             print(f"{seed:>4} did not finish: {exc}", flush=True)
             continue

@@ -44,7 +44,7 @@ from e2e import fault_proxy
 from kooper.controlplane import host
 from kooper.demo import localplane, pods
 from kooper.protocol import messages
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 NODE_PREFIX = "kooper-chaos"
 SA_DIR = pathlib.Path("run/secrets/kubernetes.io/serviceaccount")
@@ -154,7 +154,7 @@ class RealPods:
         name = self.pod_name(ordinal)
         pod = self.pods.pop(name, None)
         stopped = None if pod is None else pods.killed(pod)
-        with contextlib.suppress(kube.ApiError):
+        with contextlib.suppress(apierrors.ApiError):
             self.api.request("DELETE", self._path(name), query={"gracePeriodSeconds": "0"})
         _wait(f"pod {name} to be gone", lambda: not self._exists(name))
         return stopped
@@ -162,7 +162,7 @@ class RealPods:
     def _exists(self, name: str) -> bool:
         try:
             self.api.get(self._path(name))
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             if exc.status == 404:
                 return False
             raise
@@ -174,7 +174,7 @@ class RealPods:
             return False
         try:
             lease = self.api.get(kube.lease_path(self.namespace, f"kooper-{pod.name}"))
-        except kube.ApiError:
+        except apierrors.ApiError:
             return False
         metadata = lease.get("metadata", {})
         owners = {ref.get("uid") for ref in metadata.get("ownerReferences", [])}
@@ -198,7 +198,7 @@ class RealPods:
                 pod.process.kill()
                 pod.process.wait()
             pod.log.close()
-            with contextlib.suppress(kube.ApiError):
+            with contextlib.suppress(apierrors.ApiError):
                 self.api.request("DELETE", self._path(pod.name),
                                  query={"gracePeriodSeconds": "0"})
         self.pods.clear()
@@ -260,7 +260,7 @@ class RealPlane:
         try:
             crd = self.admin.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                                  f"{plural}.kooper.dev")
-        except kube.ApiError:
+        except apierrors.ApiError:
             return False
         return any(c.get("type") == "Established" and c.get("status") == "True"
                    for c in (crd.get("status") or {}).get("conditions") or ())
@@ -268,14 +268,14 @@ class RealPlane:
     def _serving(self, plural: str) -> bool:
         try:
             self.admin.get(f"{localplane.KINDS[plural]}/namespaces/{self.namespace}/{plural}")
-        except kube.ApiError:
+        except apierrors.ApiError:
             return False
         return True
 
     def _has_default_sa(self) -> bool:
         try:
             self.admin.get(f"/api/v1/namespaces/{self.namespace}/serviceaccounts/default")
-        except kube.ApiError:
+        except apierrors.ApiError:
             return False
         return True
 
@@ -283,7 +283,7 @@ class RealPlane:
         """Stop the proxy, delete the namespace (in the background) and the node."""
         self.proxy.stop()
         for path in (f"/api/v1/namespaces/{self.namespace}", f"/api/v1/nodes/{self.node}"):
-            with contextlib.suppress(kube.ApiError):
+            with contextlib.suppress(apierrors.ApiError):
                 self.admin.delete(path)
 
     def pod_runner(self, *, workdir: pathlib.Path, replicas: int,

@@ -22,7 +22,7 @@ import aiohttp.web
 import pytest
 from e2e import fault_proxy
 
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 TIMEOUT_S = 30
 
@@ -106,7 +106,7 @@ def client(proxy: fault_proxy.FaultProxy, name: str) -> kube.Api:
 def status_of(call) -> int:
     try:
         call()
-    except kube.ApiError as exc:
+    except apierrors.ApiError as exc:
         return exc.status
     return 200
 
@@ -209,5 +209,5 @@ def ended_without_events(stream: kube.WatchStream) -> bool:
     """Whether the stream ended (cleanly or broken) before any event came."""
     try:
         return list(stream) == []
-    except kube.ApiError as exc:
+    except apierrors.ApiError as exc:
         return exc.status == 0

@@ -17,7 +17,10 @@ import pytest
 
 from kooper.commands import status as status_command
 from kooper.emulator import cluster
-from kooper.shell import controller, kube, probes, settings
+from kooper.sdk import apierrors
+from kooper.sdk.connection import Connection
+from kooper.shell import controller, probes, settings
+from kooper.shell.login import Login
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +30,8 @@ def test_ready_once_the_startup_handler_built_the_context_and_live_meanwhile():
     assert probes.readiness(shell) == (False, {"started": False, "groups": 0,
                                            "role": "leader"})
     assert probes.liveness(shell) == (True, {"groups": 0, "stopped_runners": []})
-    shell.start(kube.Connection(server="http://127.0.0.1:1"), {})
+    shell.login = Login.static(Connection(server="http://127.0.0.1:1"))
+    shell.start({})
     assert probes.readiness(shell)[0]
     assert probes.liveness(shell)[0]
 
@@ -88,7 +92,7 @@ def test_kooper_run_answers_both_probes_and_stops_on_sigterm(tmp_path: Path):
     (401, "the credentials were rejected"),
 ])
 def test_a_refused_preflight_says_what_to_check(status: int, hint: str):
-    refused = kube.KubeError(f"GET /apis/kooper.dev/v1alpha1/workergroups: {status} no",
+    refused = apierrors.ApiError(f"GET /apis/kooper.dev/v1alpha1/workergroups: {status} no",
                              status=status)
     message = str(status_command.api_error(refused, "https://api:6443"))
     assert message.startswith(f"https://api:6443: GET /apis/kooper.dev/v1alpha1/workergroups: "

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from tests.integration.conftest import ROOT, get_json, refused
 
-from kooper.sdk import kube as kube_api
+from kooper.sdk import apierrors
 
 pytestmark = [pytest.mark.realk8s, pytest.mark.usefixtures("crds")]
 
@@ -97,7 +97,7 @@ def test_a_stale_update_is_a_409_conflict(admin, namespace):
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     created = admin.create(path, {"metadata": {"name": "c"}, "data": {"a": "1"}})
     admin.merge_patch(f"{path}/c", {"data": {"a": "2"}})
-    with pytest.raises(kube_api.ApiError) as info:
+    with pytest.raises(apierrors.ApiError) as info:
         admin.request("PUT", f"{path}/c", body=created)
     assert info.value.status == 409
 

@@ -22,6 +22,7 @@ import pytest
 from e2e import demo, localcluster
 from tests.integration.conftest import ROOT, get_json, wait_for
 
+from kooper.sdk import apierrors
 from kooper.sdk import kube as kube_api
 
 pytestmark = pytest.mark.realk8s
@@ -74,7 +75,7 @@ def forged_copy(original: dict[str, Any], *, name: str, resource_version: str) -
 
 def denial(path: str, body: dict[str, Any], api: kube_api.Api) -> str:
     """The server's refusal of a PUT of ``body`` (fails the test when it is accepted)."""
-    with pytest.raises(kube_api.ApiError) as info:
+    with pytest.raises(apierrors.ApiError) as info:
         api.request("PUT", path, body=body)
     assert info.value.status == 403, info.value
     return str(info.value)

@@ -15,6 +15,7 @@ import pytest
 from e2e import demo, localcluster
 from tests.integration.conftest import ROOT, get_json, refused, wait_for
 
+from kooper.sdk import apierrors
 from kooper.sdk import kube as kube_api
 
 pytestmark = pytest.mark.realk8s
@@ -75,12 +76,12 @@ def test_a_pod_bound_worker_token_writes_its_own_lease_and_not_another_pods(
     path = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
     touched = {"metadata": {"annotations": {"it.kooper.dev/touched": "yes"}}}
     worker.merge_patch(f"{path}/kooper-{me}", touched)
-    with pytest.raises(kube_api.ApiError) as info:
+    with pytest.raises(apierrors.ApiError) as info:
         worker.merge_patch(f"{path}/kooper-{other}", touched)
     assert info.value.status == 403
     assert f"a kooper worker may only write its own Lease (kooper-<its pod name>), not " \
            f"kooper-{other}" in str(info.value)
-    with pytest.raises(kube_api.ApiError) as info:
+    with pytest.raises(apierrors.ApiError) as info:
         worker.create(path, {"metadata": {"name": "kooper-someone-else"}, "spec": {}})
     assert info.value.status == 403
 
@@ -88,7 +89,7 @@ def test_a_pod_bound_worker_token_writes_its_own_lease_and_not_another_pods(
 def test_a_worker_token_not_bound_to_a_pod_may_write_no_lease(cluster, admin, group, tmp_path):
     unbound = client_with(cluster, tmp_path, token_for(admin, WORKER_SA))
     me = f"{demo.STATEFULSET}-0"
-    with pytest.raises(kube_api.ApiError) as info:
+    with pytest.raises(apierrors.ApiError) as info:
         unbound.merge_patch(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/kooper-{me}",
                             {"metadata": {"annotations": {"it.kooper.dev/touched": "no"}}})
     assert info.value.status == 403

@@ -7,7 +7,7 @@ import typing
 
 import pytest
 
-from kooper.sdk import identity, kube
+from kooper.sdk import apierrors, identity, kube, wire
 
 
 class FakeApi(http.server.BaseHTTPRequestHandler):
@@ -17,14 +17,24 @@ class FakeApi(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         FakeApi.seen.append((self.command, self.path, dict(self.headers), body))
+        extra = {}
         if self.path.startswith("/missing"):
             payload, code = {"kind": "Status", "message": "leases \"x\" not found"}, 404
+        elif self.path.startswith("/unauthorized-once") and len(
+                [s for s in FakeApi.seen if s[1] == self.path]) == 1:
+            payload, code = {"kind": "Status", "reason": "Unauthorized"}, 401
+        elif self.path.startswith("/throttled-twice") and len(
+                [s for s in FakeApi.seen if s[1] == self.path]) <= 2:
+            payload, code = {"kind": "Status", "reason": "TooManyRequests"}, 429
+            extra = {"Retry-After": "2"}
         else:
             payload, code = {"ok": True, "echo": body}, 200
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for key, value in extra.items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -48,29 +58,49 @@ def test_merge_patch_sends_json_with_the_merge_content_type(server):
     answer = api.merge_patch("/x", {"spec": {"a": 1}})
     assert answer == {"ok": True, "echo": {"spec": {"a": 1}}}
     method, path, headers, _body = FakeApi.seen[-1]
-    assert (method, path) == ("PATCH", "/x")
+    assert (method, path) == ("PATCH", "/x?fieldManager=kooper-worker")
     assert headers["Content-Type"] == kube.MERGE_PATCH
     assert "Authorization" not in headers
 
 
-def test_a_token_file_is_sent_as_a_bearer_token_and_reread_each_time(server, tmp_path):
+def test_a_token_file_is_sent_as_a_bearer_token_and_reread_after_a_401(server, tmp_path):
     token = tmp_path / "token"
     token.write_text("one\n")
     api = kube.Api(server, token_file=token)
     api.get("/a")
     token.write_text("two")
-    api.get("/b")
-    assert [h["Authorization"] for _, _, h, _ in FakeApi.seen] == ["Bearer one", "Bearer two"]
+    api.get("/unauthorized-once")
+    assert [h["Authorization"] for _, _, h, _ in FakeApi.seen] == [
+        "Bearer one", "Bearer one", "Bearer two"]
 
 
-def test_an_http_error_becomes_an_api_error_with_the_status_message(server):
-    with pytest.raises(kube.ApiError, match='404 leases "x" not found') as caught:
+def test_every_request_names_kooper_and_every_write_its_field_manager(server):
+    api = kube.Api(server)
+    api.get("/a")
+    api.create("/b", {"x": 1})
+    (_, get_path, get_headers, _), (_, post_path, post_headers, _) = FakeApi.seen
+    assert get_path == "/a"
+    assert post_path == "/b?fieldManager=kooper-worker"
+    assert get_headers["User-Agent"].startswith("kooper/")
+    assert post_headers["User-Agent"] == get_headers["User-Agent"]
+
+
+def test_a_429_waits_the_servers_retry_after_then_resends(server):
+    slept: list[float] = []
+    answer = kube.Api(server, sleep=slept.append).get("/throttled-twice")
+    assert answer["ok"] is True
+    assert slept == [2.0, 2.0]
+    assert [p for _, p, _, _ in FakeApi.seen] == ["/throttled-twice"] * 3
+
+
+def test_an_http_error_becomes_its_class_of_the_one_family_with_the_status_message(server):
+    with pytest.raises(apierrors.NotFound, match='404 leases "x" not found') as caught:
         kube.Api(server).delete("/missing")
     assert caught.value.status == 404
 
 
 def test_an_unreachable_api_is_an_api_error_with_status_zero():
-    with pytest.raises(kube.ApiError) as caught:
+    with pytest.raises(apierrors.Unreachable) as caught:
         kube.Api("http://127.0.0.1:9", timeout_s=1).get("/x")
     assert caught.value.status == 0
 
@@ -101,19 +131,91 @@ def test_missing_identity_names_every_missing_variable_and_the_fix():
 
 
 def test_the_operator_and_the_worker_build_requests_with_the_one_builder():
-    from kooper.sdk import kube as sdk_kube
-
-    built = sdk_kube.build_request(
-        "PATCH", sdk_kube.custom_resource_path("workergroups", "ns", "wg") + "/status",
-        body={"status": {"a": 1}}, content_type=sdk_kube.MERGE_PATCH,
-        query={"labelSelector": "a=b"}, token="t0k")
+    built = wire.build_request(
+        "PATCH", wire.custom_resource_path("workergroups", "ns", "wg") + "/status",
+        role="operator", body={"status": {"a": 1}}, content_type=wire.MERGE_PATCH,
+        query={"labelSelector": "a=b"}, authorization="Bearer t0k")
     assert built.target == "/apis/kooper.dev/v1alpha1/namespaces/ns/workergroups/wg/status" \
-        "?labelSelector=a%3Db"
+        "?labelSelector=a%3Db&fieldManager=kooper-operator"
     assert built.body == b'{"status":{"a":1}}'
-    assert built.headers == {"Accept": "application/json", "Content-Type": sdk_kube.MERGE_PATCH,
-                             "Authorization": "Bearer t0k"}
-    assert sdk_kube.build_request("GET", "/x").headers == {"Accept": "application/json"}
-    assert sdk_kube.error_message(b'{"kind":"Status","message":"gone"}', "Not Found") == "gone"
-    assert sdk_kube.error_message(b"<html>", "Not Found") == "Not Found"
-    assert sdk_kube.decode_answer(b"") == {}
-    assert sdk_kube.decode_answer(b"nope") is None
+    assert built.headers == {"Accept": "application/json", "Content-Type": wire.MERGE_PATCH,
+                             "Authorization": "Bearer t0k",
+                             "User-Agent": wire.user_agent("operator")}
+    assert "fieldManager" not in wire.build_request("DELETE", "/x", role="worker").target
+    assert wire.decode_answer(b"") == {}
+    assert wire.decode_answer(b"nope") is None
+
+
+@pytest.mark.parametrize(("status", "cls"), [
+    (0, apierrors.Unreachable), (401, apierrors.Unauthorized), (403, apierrors.Forbidden),
+    (404, apierrors.NotFound), (409, apierrors.Conflict), (410, apierrors.Gone),
+    (422, apierrors.Invalid), (429, apierrors.TooManyRequests), (400, apierrors.ClientError),
+    (503, apierrors.ServerError),
+])
+def test_each_status_has_one_class_and_status_is_an_int(status, cls):
+    error = wire.failure("GET", "/x", status, b'{"message":"m","reason":"R"}')
+    assert type(error) is cls
+    assert (error.status, error.reason, str(error)) == (status, "R", f"GET /x: {status} m")
+
+
+def test_retry_after_reads_seconds_and_dates_and_is_capped():
+    assert wire.retry_after_s("3") == 3.0
+    assert wire.retry_after_s("86400") == wire.MAX_RETRY_AFTER_S
+    assert wire.retry_after_s("Wed, 21 Oct 2015 07:28:05 GMT", now=1445412480.0) == 5.0
+    assert wire.retry_after_s("soon") is None
+    assert wire.retry_after_s(None) is None
+
+
+def test_backoff_is_jittered_below_its_exponential_ceiling():
+    import random
+
+    rng = random.Random(7)
+    delays = [wire.backoff_s(3, base_s=0.1, cap_s=5.0, rng=rng) for _ in range(200)]
+    assert all(0 <= d <= 0.8 for d in delays)
+    assert len(set(delays)) == 200
+    assert max(wire.backoff_s(40, base_s=0.1, cap_s=5.0, rng=rng) for _ in range(50)) <= 5.0
+
+
+def test_a_keep_alive_connection_is_reused_across_requests():
+    class KeepAlive(FakeApi):
+        protocol_version = "HTTP/1.1"
+        peers: typing.ClassVar[set] = set()
+
+        def _handle(self):
+            KeepAlive.peers.add(self.client_address)
+            super()._handle()
+
+        do_GET = do_POST = _handle
+
+    FakeApi.seen = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), KeepAlive)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        api = kube.Api(f"http://127.0.0.1:{httpd.server_address[1]}")
+        for _ in range(5):
+            api.get("/a")
+        assert len(FakeApi.seen) == 5
+        assert len(KeepAlive.peers) == 1
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.parametrize(("url", "env", "proxy"), [
+    ("https://10.96.0.1:443", {"HTTPS_PROXY": "http://p:3128"}, "http://p:3128"),
+    ("https://10.96.0.1:443", {"https_proxy": "http://low:1", "HTTPS_PROXY": "http://up:1"},
+     "http://low:1"),
+    ("https://10.96.0.1:443", {"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "10.96.0.0/12"},
+     None),
+    ("https://api.cluster.local:6443", {"HTTPS_PROXY": "http://p", "no_proxy": ".local"}, None),
+    ("https://api.cluster.local:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "cluster.local"},
+     None),
+    ("https://api.example:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "api.example:443"},
+     "http://p"),
+    ("https://api.example:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "*"}, None),
+    ("http://127.0.0.1:8080", {"HTTPS_PROXY": "http://p"}, None),
+    ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p"}, "http://p"),
+])
+def test_one_proxy_rule_for_requests_and_watches(url, env, proxy):
+    from kooper.sdk import connection
+
+    assert connection.proxy_for(url, env) == proxy

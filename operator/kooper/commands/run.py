@@ -23,7 +23,7 @@ from kooper.core import errors
 from kooper.shell import settings
 
 if TYPE_CHECKING:
-    from kooper.shell import kube
+    from kooper.shell.login import Login
 
 HELP = "run the operator against a Kubernetes cluster"
 
@@ -79,9 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the flags and the credentials, then run until interrupted."""
-    import kopf
-
-    from kooper.shell import handlers
+    from kooper.shell import credentials, metrics
 
     if args.metrics_port and args.metrics_port == args.health_port:
         raise errors.KooperError(
@@ -98,45 +96,47 @@ def run(args: argparse.Namespace) -> int:
     if args.kubeconfig or args.context:
         config = dataclasses.replace(config, kube_api=None)  # the flags win over the env
     # Fail fast: kopf would log a traceback and retry a failed login every minute.
-    connection = handlers.connection_for(config, kopf.OperatorSettings())
+    login = credentials.login(config, on_login=metrics.count_login)
+    connection = login.connection
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if not args.verbose:
         # kopf logs every handled watch event at INFO: one line per Lease renewal.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    asyncio.run(_preflight(connection, config.namespaces))
+    asyncio.run(_preflight(login, config.namespaces))
     logging.getLogger("kooper").info("API %s; probes on %s, metrics on %s", connection.server,
                                      config.health_port or "off", config.metrics_port or "off")
-    asyncio.run(_operate(config))
+    asyncio.run(_operate(config, login))
     return 0
 
 
-async def _preflight(connection: kube.Connection, namespaces: tuple[str, ...]) -> None:
+async def _preflight(login: Login, namespaces: tuple[str, ...]) -> None:
     """List one WorkerGroup where the operator will watch: the API answers, the credentials
     are accepted, RBAC allows it and the CRDs exist; else one line, before kopf starts."""
     from kooper.control import views
+    from kooper.sdk import apierrors
     from kooper.shell import kube
 
     plain = [ns for ns in namespaces if not set(ns) & set("*?[]!,")]
     where = f"/namespaces/{plain[0]}" if plain else ""
-    client = kube.Client(connection)
+    client = kube.Client(login)
     try:
         await client.request("GET", f"/apis/{views.GROUP}/{views.VERSION}{where}/workergroups",
                              params={"limit": "1"})
-    except kube.KubeError as exc:
-        raise status.api_error(exc, connection.server) from None
+    except apierrors.ApiError as exc:
+        raise status.api_error(exc, login.connection.server) from None
     finally:
         await client.close()
 
 
-async def _operate(config: settings.Config) -> None:
+async def _operate(config: settings.Config, login: Login) -> None:
     import kopf
 
     from kooper.shell import controller, handlers, probes
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
-    memo = handlers.make_memo(config)
+    memo = handlers.make_memo(config, login)
     shell = memo["shell"]
     assert isinstance(shell, controller.Shell)
     server = await probes.serve(shell, port=config.health_port) if config.health_port else None

@@ -17,6 +17,7 @@ from typing import Any
 from kooper.commands import options
 from kooper.core import errors, model
 from kooper.protocol import codec, messages
+from kooper.sdk import apierrors
 
 HELP = "print a worker group's members and their resources"
 
@@ -24,8 +25,9 @@ HELP = "print a worker group's members and their resources"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``kooper status``."""
     parser.add_argument("group", help="the WorkerGroup's name")
-    parser.add_argument("-n", "--namespace", default="default",
-                        help="its namespace (default: default)")
+    parser.add_argument("-n", "--namespace", default=None,
+                        help="its namespace (default: the kubeconfig context's, else "
+                             "the pod's, else default)")
     parser.add_argument("--all", action="store_true",
                         help="list every resource of every member (default: the first 8)")
     add_cluster_arguments(parser)
@@ -162,20 +164,19 @@ def api_error(exc: errors.KooperError, server: str) -> errors.KooperError:
 
 async def _fetch(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]],
                                                      list[dict[str, Any]]]:
-    import kopf
+    from kooper.shell import credentials, kube, settings
 
-    from kooper.shell import handlers, kube, settings
-
-    namespace, name = args.namespace, args.group
     config = settings.from_env(kubeconfig=args.kubeconfig, context=args.context)
     if args.kubeconfig or args.context:
         config = dataclasses.replace(config, kube_api=None)  # the flags win over the env
-    connection = handlers.connection_for(config, kopf.OperatorSettings())
-    client = kube.Client(connection)
+    login = credentials.login(config)
+    connection = login.connection
+    namespace, name = args.namespace or connection.namespace or "default", args.group
+    client = kube.Client(login)
     try:
         try:
             group = await client.read_group(namespace, name)
-        except kube.NotFoundError:
+        except apierrors.NotFound:
             raise errors.KooperError(
                 f"WorkerGroup {name!r} not found in namespace {namespace!r}") from None
         configmaps = await client.list(f"/api/v1/namespaces/{namespace}/configmaps",
@@ -183,7 +184,7 @@ async def _fetch(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[st
         leases = await client.list(
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
             label_selector="kooper.dev/member")
-    except kube.KubeError as exc:
+    except apierrors.ApiError as exc:
         raise api_error(exc, connection.server) from None
     finally:
         await client.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 from kooper.controlplane import binaries, pki, processes
 from kooper.core import errors
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 SERVICE_CIDR = "10.0.0.0/24"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -187,7 +187,7 @@ class ControlPlane:
             # Its ServiceAccount controller gives every namespace a "default" account.
             try:
                 api.get("/api/v1/namespaces/default/serviceaccounts/default")
-            except kube.ApiError:
+            except apierrors.ApiError:
                 return False
             return True
 

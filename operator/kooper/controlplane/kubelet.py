@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kooper.controlplane import processes
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class Kubelet:
             "name": self.node,
             "labels": {"kubernetes.io/hostname": self.node, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": "amd64"}}}
-        with contextlib.suppress(kube.ApiError):
+        with contextlib.suppress(apierrors.ApiError):
             self.api.create("/api/v1/nodes", body)
         now = _now()
         status = {"status": {
@@ -231,7 +231,7 @@ class Kubelet:
                 self.wake.clear()
                 try:
                     self.sync()
-                except kube.ApiError as exc:
+                except apierrors.ApiError as exc:
                     log.warning("kubelet sync: %s", exc)
         finally:
             self._shutdown()
@@ -250,7 +250,7 @@ class Kubelet:
                                              read_timeout_s=330)
                 for _event in self._watch:
                     self.wake.set()
-            except kube.ApiError:
+            except apierrors.ApiError:
                 self.stopping.wait(0.5)
 
     def _shutdown(self) -> None:
@@ -304,7 +304,7 @@ class Kubelet:
         try:
             self.api.create(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding",
                             body)
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             if exc.status not in (404, 409):
                 raise
 
@@ -504,12 +504,9 @@ class Kubelet:
             self._patch_status(meta["namespace"], meta["name"], status)
 
     def _patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        try:
+        with contextlib.suppress(apierrors.NotFound):
             self.api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                                  {"status": status})
-        except kube.ApiError as exc:
-            if exc.status != 404:
-                raise
 
     # -- deletion -----------------------------------------------------------------------
 
@@ -541,7 +538,7 @@ class Kubelet:
                 "preconditions": {"uid": uid}}
         try:
             self.api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             if exc.status not in (404, 409):
                 raise
 

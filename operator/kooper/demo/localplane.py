@@ -32,7 +32,7 @@ from kooper.controlplane import binaries, host, processes
 from kooper.demo import cluster as embedded_cluster
 from kooper.demo import drill, pods
 from kooper.protocol import messages
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 CRDS_DIR = embedded_cluster.CRDS_DIR
 KINDS = {"workergroups": "/apis/kooper.dev/v1alpha1", "connectors": "/apis/kooper.dev/v1alpha1"}
@@ -186,7 +186,7 @@ class Namespace:
             self._operator_log.close()
             self._operator_log = None
         if delete:
-            with contextlib.suppress(kube.ApiError):
+            with contextlib.suppress(apierrors.ApiError):
                 self.api.delete(f"/api/v1/namespaces/{self.namespace}")
 
 
@@ -256,9 +256,8 @@ class StatefulSetPods:
                 if uid != old_uid and not body["metadata"].get("deletionTimestamp"):
                     self._pods[name] = PodRef(name, uid)
                     return self._pods[name]
-            except kube.ApiError as exc:
-                if exc.status != 404:
-                    raise
+            except apierrors.NotFound:
+                pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"pod {name} was not (re)created in {timeout_s}s")
             time.sleep(0.2)
@@ -268,7 +267,7 @@ class StatefulSetPods:
         try:
             lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.ns.namespace}"
                                  f"/leases/kooper-{pod.name}")
-        except kube.ApiError:
+        except apierrors.ApiError:
             return False
         metadata = lease.get("metadata", {})
         owners = {ref.get("uid") for ref in metadata.get("ownerReferences", [])}
@@ -316,7 +315,7 @@ class StatefulSetPods:
 
     def shutdown(self) -> None:
         """Delete the StatefulSet: the controller deletes the pods, the kubelet stops them."""
-        with contextlib.suppress(kube.ApiError):
+        with contextlib.suppress(apierrors.ApiError):
             self.api.delete(f"/apis/apps/v1/namespaces/{self.ns.namespace}/statefulsets/"
                             f"{self.set_name}")
 

@@ -42,8 +42,8 @@ from typing import Any, NoReturn
 
 from kooper.core import errors, events
 from kooper.protocol import codec, member, messages
+from kooper.sdk import apierrors, kube, lease
 from kooper.sdk import identity as sdk_identity
-from kooper.sdk import kube, lease
 from kooper.sdk import metrics as sdk_metrics
 from kooper.sdk import session as sdk_session
 from kooper.sdk import settings as sdk_settings
@@ -214,7 +214,7 @@ class Worker:
             try:
                 self.join()
                 break
-            except kube.ApiError as exc:
+            except apierrors.ApiError as exc:
                 logger.warning("cannot create the Lease yet: %s", exc)
                 if stop.wait(min(self.settings.renew_interval_s, 2.0)):
                     return
@@ -334,7 +334,7 @@ class Worker:
             return self.identity.uid
         try:
             pod = self.api.get(kube.pod_path(self.identity.namespace, self.identity.pod))
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             raise sdk_identity.IdentityError(
                 f"cannot read pod {self.identity.namespace}/{self.identity.pod} for its uid "
                 f"(set POD_UID from the Downward API, fieldRef metadata.uid): {exc}"
@@ -345,9 +345,10 @@ class Worker:
         path = kube.configmap_path(self.identity.namespace, self.identity.configmap_name)
         try:
             configmap = self.api.get(path)
-        except kube.ApiError as exc:
-            if exc.status != 404:
-                logger.warning("cannot read the assignment: %s", exc)
+        except apierrors.NotFound:
+            return
+        except apierrors.ApiError as exc:
+            logger.warning("cannot read the assignment: %s", exc)
             return
         self._offer(configmap)
 
@@ -399,7 +400,7 @@ class Worker:
                     error = None
                     try:
                         self.keeper.release()
-                    except kube.ApiError as exc:
+                    except apierrors.ApiError as exc:
                         error = str(exc)
                         logger.warning("cannot delete the Lease: %s", exc)
                     self.session.done(action, error=error)

@@ -1,103 +1,57 @@
 """A tiny Kubernetes REST client on the standard library (workers install nothing else).
 
-Credentials, in order: ``KOOPER_KUBE_API=http://127.0.0.1:PORT`` (an unauthenticated
-URL: the in-process emulator), else the in-cluster service account (token and CA
-under ``/var/run/secrets/kubernetes.io/serviceaccount``, address from
-``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT``). The token is re-read on
-every request because the kubelet rotates it.
+Where and how to connect is a ``connection.Connection`` (``Api.from_env`` discovers
+it: ``KOOPER_KUBE_API``, else the pod's service account). Requests and answers are
+``wire``'s, errors are ``apierrors``' (the operator's aiohttp client shares all
+three). This module is only the transport:
 
-Errors: every failure is an ``ApiError`` with the HTTP status (0 when the API
-could not be reached), the transport's exception chained as its cause, so callers
-never catch urllib's exceptions.
-
-``build_request`` and the ``*_path`` functions are the one request builder: the
-operator's asyncio client (``shell.kube``) sends what they build too, like
-lightkube's sync and async clients share theirs.
+* one persistent HTTP/1.1 connection per thread (a worker sends a renewal every few
+  seconds: no new TCP and TLS handshake each time), re-opened once when the server
+  closed it while idle;
+* the proxy of ``connection.proxy_for`` for requests and watches alike (a CONNECT
+  tunnel for HTTPS);
+* a 401 reads the token file again and resends once (the kubelet rotated it);
+  a 429 waits the server's ``Retry-After`` (or jittered backoff) and resends.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import dataclasses
 import http.client
 import json
-import os
 import pathlib
 import socket
-import ssl
 import threading
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from kooper.core import errors
+from kooper.sdk import apierrors, connection, wire
+from kooper.sdk.apierrors import ApiError
+from kooper.sdk.connection import API_ENV, SERVICE_ACCOUNT, Connection, NoCredentialsError
+from kooper.sdk.wire import (
+    MERGE_PATCH,
+    apps_path,
+    build_request,
+    configmap_path,
+    custom_resource_path,
+    decode_answer,
+    event_path,
+    lease_path,
+    pod_path,
+)
 
-API_ENV = "KOOPER_KUBE_API"
-SERVICE_ACCOUNT = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
-MERGE_PATCH = "application/merge-patch+json"
+__all__ = [
+    "API_ENV", "MERGE_PATCH", "SERVICE_ACCOUNT", "Api", "ApiError", "Connection",
+    "NoCredentialsError", "WatchStream", "apps_path", "build_request", "configmap_path",
+    "custom_resource_path", "decode_answer", "event_path", "lease_path", "pod_path",
+]
 
-
-class ApiError(errors.KooperError):
-    """A Kubernetes API request failed (``status`` 0: the API was unreachable)."""
-
-    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class NoCredentialsError(errors.KooperError):
-    """Neither ``KOOPER_KUBE_API`` nor an in-cluster service account is available."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Request:
-    """One API request as built, before a transport sends it."""
-
-    method: str
-    target: str
-    """The path and query string (``/api/v1/namespaces/ns/configmaps?labelSelector=a%3Db``)."""
-    body: bytes | None
-    headers: Mapping[str, str]
-
-
-def build_request(
-    method: str,
-    path: str,
-    *,
-    body: Mapping[str, Any] | None = None,
-    content_type: str = "application/json",
-    query: Mapping[str, str] | None = None,
-    token: str | None = None,
-    token_scheme: str = "Bearer",
-) -> Request:
-    """A JSON request to ``path`` (compact JSON body; ``Content-Type`` only with a body)."""
-    target = path + ("?" + urllib.parse.urlencode(query) if query else "")
-    data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-    headers = {"Accept": "application/json"}
-    if data is not None:
-        headers["Content-Type"] = content_type
-    if token:
-        headers["Authorization"] = f"{token_scheme} {token}"
-    return Request(method, target, data, headers)
-
-
-def decode_answer(payload: bytes | str) -> dict[str, Any] | None:
-    """A successful answer's JSON object (``{}`` when empty); None when it is not JSON."""
-    if not payload:
-        return {}
-    try:
-        answer = json.loads(payload)
-    except ValueError:
-        return None
-    return answer if isinstance(answer, dict) else {}
-
-
-def error_message(payload: bytes | str, fallback: str) -> str:
-    """The ``message`` of a failed call's ``Status`` answer, else ``fallback``."""
-    return _message_of(payload.encode() if isinstance(payload, str) else payload, fallback)
+ROLE = "worker"
+THROTTLED_ATTEMPTS = 4
+"""Sends of one request that 429s before its error reaches the caller."""
 
 
 class Api:
@@ -105,44 +59,44 @@ class Api:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Connection,
         *,
-        token_file: pathlib.Path | None = None,
-        ca_file: pathlib.Path | None = None,
+        token_file: pathlib.Path | str | None = None,
+        ca_file: pathlib.Path | str | None = None,
         timeout_s: float = 10.0,
+        role: str = ROLE,
+        env: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token_file = token_file
+        if isinstance(base_url, Connection):
+            self.connection = base_url
+        else:
+            self.connection = Connection(
+                server=base_url.rstrip("/"),
+                token_file=None if token_file is None else str(token_file),
+                ca_path=None if ca_file is None else str(ca_file))
+        self.base_url = self.connection.server.rstrip("/")
         self.timeout_s = timeout_s
-        self._context: ssl.SSLContext | None = None
-        if self.base_url.startswith("https://"):
-            self._context = ssl.create_default_context(
-                cafile=str(ca_file) if ca_file is not None else None
-            )
+        self.role = role
+        self._bearer = connection.Bearer(self.connection)
+        self._context = connection.ssl_context(self.connection)
+        self._proxy = connection.proxy_for(self.base_url, env)
+        self._local = threading.local()
+        self._sleep = sleep
+
+    @property
+    def token_file(self) -> str | None:
+        """The token file re-read for every request's credentials (None: no token)."""
+        return self.connection.token_file
 
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str] | None = None, *, timeout_s: float = 10.0
     ) -> Api:
         """The emulator URL from ``KOOPER_KUBE_API``, else the in-cluster configuration."""
-        env = os.environ if environ is None else environ
-        if env.get(API_ENV):
-            return cls(env[API_ENV], timeout_s=timeout_s)
-        host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
-        token = SERVICE_ACCOUNT / "token"
-        if not host or not port or not token.exists():
-            raise NoCredentialsError(
-                f"not in a cluster (KUBERNETES_SERVICE_HOST/PORT or {token} missing) "
-                f"and {API_ENV} is not set"
-            )
-        if ":" in host:  # an IPv6 address
-            host = f"[{host}]"
-        return cls(
-            f"https://{host}:{port}",
-            token_file=token,
-            ca_file=SERVICE_ACCOUNT / "ca.crt",
-            timeout_s=timeout_s,
-        )
+        return cls(connection.discover(environ), timeout_s=timeout_s, env=environ)
+
+    # --- requests -------------------------------------------------------------------
 
     def request(
         self,
@@ -153,77 +107,101 @@ class Api:
         content_type: str = "application/json",
         query: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Send one request; the decoded JSON answer, or ``ApiError``."""
-        built = build_request(method, path, body=body, content_type=content_type, query=query,
-                              token=self._token())
-        request = urllib.request.Request(self.base_url + built.target, data=built.body,
-                                         headers=dict(built.headers), method=method)
-        try:
-            with urllib.request.urlopen(
-                request, timeout=self.timeout_s, context=self._context
-            ) as response:
+        """Send one request; the decoded JSON answer, or an ``apierrors`` error."""
+        reauthenticated = False
+        attempt = 0
+        while True:
+            try:
+                return self._send(method, path, body=body, content_type=content_type,
+                                  query=query)
+            except apierrors.Unauthorized:
+                if reauthenticated or self.connection.token_file is None:
+                    raise
+                reauthenticated = True
+                self._bearer.forget()
+            except apierrors.TooManyRequests as exc:
+                delay = wire.throttled_delay_s(exc, attempt)
+                attempt += 1
+                if delay is None or attempt >= THROTTLED_ATTEMPTS:
+                    raise
+                self._sleep(delay)
+
+    def _send(self, method: str, path: str, *, body: Mapping[str, Any] | None,
+              content_type: str, query: Mapping[str, str] | None) -> dict[str, Any]:
+        built = build_request(method, path, role=self.role, body=body,
+                              content_type=content_type, query=query,
+                              authorization=self._bearer.header())
+        for fresh in (False, True):
+            conn, reused = self._connection(fresh)
+            try:
+                conn.request(method, self._target(built.target), body=built.body,
+                             headers=dict(built.headers))
+                response = conn.getresponse()
                 payload = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = _status_message(exc)
-            raise ApiError(
-                f"{method} {path}: {exc.code} {detail}", status=exc.code, reason=exc.reason
-            ) from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ApiError(f"{method} {path}: {exc}", status=0) from exc
-        answer = decode_answer(payload)
-        if answer is None:
-            raise ApiError(f"{method} {path}: answer is not JSON", status=0)
-        return answer
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                self._drop()
+                if reused and not fresh:
+                    continue  # the server closed the idle connection: once more, anew
+                raise apierrors.Unreachable(f"{method} {path}: {exc!r}", status=0) from exc
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                self._drop()
+                raise apierrors.Unreachable(f"{method} {path}: {exc!r}", status=0) from exc
+            if response.will_close:
+                self._drop()
+            if response.status >= 400:
+                raise wire.failure(method, path, response.status, payload,
+                                   reason=response.reason,
+                                   retry_after=response.getheader("Retry-After"))
+            answer = decode_answer(payload)
+            if answer is None:
+                raise apierrors.Unreachable(f"{method} {path}: answer is not JSON", status=0)
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
+        current: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if current is not None and not fresh:
+            return current, True
+        self._drop()
+        created = self._open(self.timeout_s)
+        self._local.conn = created
+        return created, False
+
+    def _drop(self) -> None:
+        current: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if current is not None:
+            current.close()
+
+    def _target(self, target: str) -> str:
+        url = urllib.parse.urlsplit(self.base_url)
+        if self._proxy and url.scheme == "http":
+            return self.base_url + target  # a plain HTTP proxy takes the absolute URL
+        return url.path + target
+
+    def _open(self, timeout_s: float) -> http.client.HTTPConnection:
+        """A connection to the API server, through the proxy when one applies."""
+        url = urllib.parse.urlsplit(self.base_url)
+        host, port = url.hostname or "", url.port
+        if self._proxy:
+            proxy = urllib.parse.urlsplit(
+                self._proxy if "//" in self._proxy else "http://" + self._proxy)
+            if url.scheme == "https":
+                tunnel = http.client.HTTPSConnection(
+                    proxy.hostname or "", proxy.port or 80, timeout=timeout_s,
+                    context=self._context)
+                tunnel.set_tunnel(host, port or 443, headers=_proxy_headers(proxy))
+                return tunnel
+            return http.client.HTTPConnection(proxy.hostname or "", proxy.port or 80,
+                                              timeout=timeout_s)
+        if url.scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=timeout_s,
+                                               context=self._context)
+        return http.client.HTTPConnection(host, port, timeout=timeout_s)
 
     def get(self, path: str, *, query: Mapping[str, str] | None = None) -> dict[str, Any]:
         """GET ``path`` (a list when ``query`` holds selectors)."""
         return self.request("GET", path, query=query)
-
-    def watch(
-        self, path: str, *, query: Mapping[str, str], read_timeout_s: float
-    ) -> WatchStream:
-        """Open a watch on the collection ``path`` (``watch=1`` is added to ``query``).
-
-        ``read_timeout_s`` bounds every read: make it longer than the server-side
-        ``timeoutSeconds``. ``ApiError`` if the server answers anything but 200.
-        """
-        url = urllib.parse.urlsplit(self.base_url)
-        built = build_request("GET", path, query={**query, "watch": "1"}, token=self._token())
-        target = url.path + built.target
-        connection: http.client.HTTPConnection
-        if url.scheme == "https":
-            connection = http.client.HTTPSConnection(
-                url.hostname or "", url.port, timeout=read_timeout_s, context=self._context
-            )
-        else:
-            connection = http.client.HTTPConnection(
-                url.hostname or "", url.port, timeout=read_timeout_s
-            )
-        try:
-            connection.request("GET", target, headers=dict(built.headers))
-            response = connection.getresponse()
-            if response.status != 200:
-                detail = _message_of(response.read(), response.reason)
-                raise ApiError(
-                    f"WATCH {path}: {response.status} {detail}",
-                    status=response.status,
-                    reason=response.reason,
-                )
-        except ApiError:
-            connection.close()
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            connection.close()
-            raise ApiError(f"WATCH {path}: {exc}", status=0) from exc
-        return WatchStream(path, connection, response)
-
-    def _token(self) -> str | None:
-        if self.token_file is None:
-            return None
-        try:
-            return self.token_file.read_text().strip()
-        except OSError as exc:
-            raise ApiError(f"cannot read the token: {exc}", status=0) from exc
 
     def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``."""
@@ -237,13 +215,56 @@ class Api:
         """DELETE ``path``."""
         return self.request("DELETE", path)
 
+    def close(self) -> None:
+        """Close this thread's persistent connection (others close when their thread ends)."""
+        self._drop()
+
+    # --- watches --------------------------------------------------------------------
+
+    def watch(
+        self, path: str, *, query: Mapping[str, str], read_timeout_s: float
+    ) -> WatchStream:
+        """Open a watch on the collection ``path`` (``watch=1`` is added to ``query``).
+
+        A connection of its own (a watch holds it for minutes), through the same proxy.
+        ``read_timeout_s`` bounds every read: make it longer than the server-side
+        ``timeoutSeconds``. An ``apierrors`` error if the server answers anything but 200.
+        """
+        built = build_request("GET", path, role=self.role, query={**query, "watch": "1"},
+                              authorization=self._bearer.header())
+        conn = self._open(read_timeout_s)
+        try:
+            conn.request("GET", self._target(built.target), headers=dict(built.headers))
+            response = conn.getresponse()
+            if response.status != 200:
+                if response.status == 401:
+                    self._bearer.forget()
+                raise wire.failure("WATCH", path, response.status, response.read(),
+                                   reason=response.reason,
+                                   retry_after=response.getheader("Retry-After"))
+        except ApiError:
+            conn.close()
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise apierrors.Unreachable(f"WATCH {path}: {exc}", status=0) from exc
+        return WatchStream(path, conn, response)
+
+
+def _proxy_headers(proxy: urllib.parse.SplitResult) -> dict[str, str]:
+    if proxy.username is None:
+        return {}
+    credentials = f"{urllib.parse.unquote(proxy.username)}:" \
+                  f"{urllib.parse.unquote(proxy.password or '')}"
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(credentials.encode()).decode()}
+
 
 class WatchStream:
     """One open watch response: iterate its events (dicts with ``type`` and ``object``).
 
     Iteration ends when the server ends the stream (its ``timeoutSeconds``, a
     restart) or after ``close``; a broken connection or a garbled line raises
-    ``ApiError`` (status 0).
+    ``apierrors.Unreachable`` (status 0).
     """
 
     def __init__(
@@ -265,7 +286,8 @@ class WatchStream:
                     # http.client trips over: the stream is over either way.
                     if self._closed:
                         return
-                    raise ApiError(f"WATCH {self._path}: {exc!r}", status=0) from exc
+                    raise apierrors.Unreachable(f"WATCH {self._path}: {exc!r}",
+                                                status=0) from exc
                 if not line:
                     return
                 if not line.strip():
@@ -273,7 +295,8 @@ class WatchStream:
                 try:
                     event = json.loads(line)
                 except ValueError as exc:
-                    raise ApiError(f"WATCH {self._path}: an event is not JSON", status=0) from exc
+                    raise apierrors.Unreachable(f"WATCH {self._path}: an event is not JSON",
+                                                status=0) from exc
                 if isinstance(event, dict):
                     yield event
         finally:
@@ -293,54 +316,3 @@ class WatchStream:
                 sock.shutdown(socket.SHUT_RDWR)
         self._connection.close()
 
-
-def _message_of(payload: bytes, reason: str) -> str:
-    try:
-        status = json.loads(payload or b"{}")
-    except ValueError:
-        return reason
-    if isinstance(status, dict) and status.get("message"):
-        return str(status["message"])
-    return reason
-
-
-def _status_message(exc: urllib.error.HTTPError) -> str:
-    try:
-        payload = exc.read()
-    except OSError:
-        return str(exc.reason)
-    return _message_of(payload, str(exc.reason))
-
-
-def lease_path(namespace: str, name: str | None = None) -> str:
-    """The URL path of a Lease (or of the namespace's Leases)."""
-    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-    return base if name is None else f"{base}/{name}"
-
-
-def configmap_path(namespace: str, name: str | None = None) -> str:
-    """The URL path of a ConfigMap (or of the namespace's ConfigMaps)."""
-    base = f"/api/v1/namespaces/{namespace}/configmaps"
-    return base if name is None else f"{base}/{name}"
-
-
-def pod_path(namespace: str, name: str) -> str:
-    """The URL path of a Pod."""
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
-
-
-def custom_resource_path(plural: str, namespace: str, name: str | None = None, *,
-                         group: str = "kooper.dev", version: str = "v1alpha1") -> str:
-    """The URL path of a custom resource (or of the namespace's collection)."""
-    base = f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
-    return base if name is None else f"{base}/{name}"
-
-
-def apps_path(plural: str, namespace: str, name: str) -> str:
-    """The URL path of an ``apps/v1`` object (a StatefulSet or a ReplicaSet)."""
-    return f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}"
-
-
-def event_path(namespace: str) -> str:
-    """The URL path of the namespace's core/v1 Events."""
-    return f"/api/v1/namespaces/{namespace}/events"

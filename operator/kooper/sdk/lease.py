@@ -8,6 +8,7 @@ publishes a new one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import threading
@@ -16,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kooper.protocol import messages
+from kooper.sdk import apierrors, kube
 from kooper.sdk import identity as sdk_identity
-from kooper.sdk import kube
 from kooper.sdk import settings as sdk_settings
 
 logger = logging.getLogger("kooper.worker")
@@ -95,7 +96,7 @@ class LeaseKeeper:
         sent = self._clock()
         try:
             self.api.create(kube.lease_path(self.identity.namespace), body)
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             if exc.status != 409:
                 raise
             # A previous incarnation of this pod (a container restart) left its Lease.
@@ -121,11 +122,8 @@ class LeaseKeeper:
 
     def release(self) -> None:
         """Delete the Lease (gone already is fine)."""
-        try:
+        with contextlib.suppress(apierrors.NotFound):
             self.api.delete(kube.lease_path(self.identity.namespace, self.identity.lease_name))
-        except kube.ApiError as exc:
-            if exc.status != 404:
-                raise
 
     def renew(self, owner_uid: str) -> bool:
         """One renewal with the current report; recreates a Lease someone deleted."""
@@ -145,11 +143,9 @@ class LeaseKeeper:
                 self.api.merge_patch(
                     kube.lease_path(self.identity.namespace, self.identity.lease_name), patch
                 )
-            except kube.ApiError as exc:
-                if exc.status != 404:
-                    raise
+            except apierrors.NotFound:
                 self.acquire(owner_uid)
-        except kube.ApiError as exc:
+        except apierrors.ApiError as exc:
             self.last_error = str(exc)
             self.renewal_failures += 1
             logger.warning("lease renewal failed: %s", exc)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kooper.sdk import kube
+from kooper.sdk import apierrors, kube
 
 logger = logging.getLogger("kooper.worker")
 
@@ -116,7 +116,7 @@ class AssignmentWatch:
                 if self._stop.is_set():
                     return
                 self.last_error = str(exc)
-                if isinstance(exc, kube.ApiError):
+                if isinstance(exc, apierrors.ApiError):
                     logger.warning("assignment watch failed (retry in %.1fs): %s", backoff, exc)
                 else:
                     logger.exception("assignment watch crashed (retry in %.1fs)", backoff)
@@ -183,7 +183,8 @@ class AssignmentWatch:
             logger.info("assignment watch expired (%s): relisting", message)
             self.expired += 1
             return
-        raise kube.ApiError(f"watch error {code}: {message}", status=int(code or 0))
+        raise apierrors.error_for(int(code or 0), f"watch error {code}: {message}",
+                                  reason=str(status.get("reason", "")))
 
     def _deliver(self, obj: dict[str, Any] | None) -> None:
         with self._lock:

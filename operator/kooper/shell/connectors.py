@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kooper.control import failures, placement, status, step
+from kooper.sdk import apierrors
 from kooper.shell import kube
 
 logger = logging.getLogger("kooper.shell")
@@ -129,10 +130,10 @@ class ConnectorStatuses:
         async def patch(name: str, body: dict[str, Any], settled: dict[str, Any]) -> None:
             try:
                 await self.client.patch_status("connectors", self.namespace, name, body)
-            except kube.NotFoundError:
+            except apierrors.NotFound:
                 self.patched.pop(name, None)  # Deleted meanwhile: nothing to retry.
                 return
-            except kube.KubeError as exc:
+            except apierrors.ApiError as exc:
                 logger.warning("%s: Connector %s status: %s", self.namespace, name, exc)
                 self.patched.pop(name, None)
                 failed.add(name)

@@ -17,7 +17,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kooper.control import status, views
-from kooper.shell import audit, gcfreeze, kube, leader, metrics, rounds, settings
+from kooper.sdk import apierrors
+from kooper.shell import audit, credentials, gcfreeze, kube, leader, metrics, rounds, settings
+from kooper.shell.login import Login
 
 logger = logging.getLogger("kooper.shell")
 
@@ -61,8 +63,11 @@ class IndexViews:
 class Shell:
     """Everything the kopf handlers share (kept in kopf's ``memo``)."""
 
-    def __init__(self, config: settings.Config) -> None:
+    def __init__(self, config: settings.Config, login: Login | None = None) -> None:
         self.config = config
+        self.login = login
+        """The one source of credentials (made at start when not given)."""
+        self.kopf_logged_in = False
         self.runners: dict[tuple[str, str], rounds.GroupRunner] = {}
         self.context: rounds.Context | None = None
         self.index_views: IndexViews | None = None
@@ -80,12 +85,18 @@ class Shell:
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def start(self, connection: kube.Connection, indices: Mapping[str, Any]) -> None:
+    def ensure_login(self) -> Login:
+        """The login, made from the config on first use (``KooperError`` without credentials)."""
+        if self.login is None:
+            self.login = credentials.login(self.config, on_login=metrics.count_login)
+        return self.login
+
+    def start(self, indices: Mapping[str, Any]) -> None:
         """Build the client and the shared context (kopf startup)."""
         self.index_views = IndexViews(indices)
         self.audit = audit.AuditLog(self.config.audit_log)
         self.context = rounds.Context(
-            client=kube.Client(connection, concurrency=self.config.write_concurrency),
+            client=kube.Client(self.ensure_login(), concurrency=self.config.write_concurrency),
             views=self.index_views,
             identity=self.config.identity,
             audit=self.audit,
@@ -270,6 +281,6 @@ class Shell:
                           "uid": connector.uid},
                 reason="WorkerGroupNotFound", message=message, warning=True,
                 reporter=self.config.identity)
-        except kube.KubeError as exc:
+        except apierrors.ApiError as exc:
             self._orphans.pop(key, None)
             logger.warning("Connector %s/%s: %s", connector.namespace, connector.name, exc)

@@ -1,27 +1,31 @@
-"""Credentials: --kubeconfig/--context, else the in-cluster service account, else kubeconfig.
+"""Credentials: ``--kubeconfig``/``--context``, else the pod's service account, else kubeconfig.
 
-kopf's own ``login_with_kubeconfig`` reads only the current context and lets a
-broken file escape as a YAML or ``KeyError`` traceback; this reader takes a
-context by name and turns every problem into one ``KooperError`` naming the file.
+Kubeconfigs are read by the ``kubernetes`` client's own loader (``kubernetes.config``),
+so what works with kubectl works here: exec plugins (EKS, GKE, AKS), ``tokenFile``,
+auth-provider tokens, certificate paths relative to the file, inline ``*-data``,
+several files in ``$KUBECONFIG``, a context by name, its namespace. The service
+account is ``sdk.connection.in_cluster``: the same discovery as the worker's.
+
+Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
+``login(config)`` wraps the choice in a ``login.Login``: the one refreshing source
+of credentials for kopf's watches and kooper's writes.
+
+(``pykube-ng``, which kopf can also piggyback on, has had no release since 2023;
+kooper does not use it.)
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
-import binascii
-import dataclasses
+import datetime
 import os
-import shutil
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import kopf
-import yaml
-
 from kooper.core import errors
-from kooper.shell import kube
+from kooper.sdk import connection as connections
+from kooper.sdk.connection import Connection
+from kooper.shell import login as logins
+from kooper.shell import settings
 
 
 class KubeconfigError(errors.KooperError):
@@ -37,172 +41,133 @@ def kubeconfig_paths(explicit: str | None = None) -> list[str]:
     return [os.path.expanduser(p.strip()) for p in text.split(os.pathsep) if p.strip()]
 
 
-def _load(path: str) -> Mapping[str, Any]:
+def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connection:
+    """The connection of ``context`` (default: the current one) in the merged ``paths``.
+
+    Merged as kubectl merges them (the first file that names an entry wins). Runs the
+    context's exec plugin, if any, now: call again to log in again.
+    """
+    if not paths:
+        raise KubeconfigError("no kubeconfig: no --kubeconfig, $KUBECONFIG or ~/.kube/config")
+    files = ", ".join(paths)
+    for path in paths:
+        if not os.path.exists(path):
+            raise KubeconfigError(f"kubeconfig {path}: no such file")
+    import yaml
+    from kubernetes import client as k8s_client
+    from kubernetes.config import kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = k8s_client.Configuration()
     try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except OSError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise KubeconfigError(f"kubeconfig {path}: not UTF-8 text") from None
+        merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
+            os.pathsep.join(paths))
+        if merged.config is None:
+            raise KubeconfigError(f"kubeconfig {files}: no configuration found")
+        if context is None:
+            # kubectl takes the first file's current-context; the python client's merger
+            # keeps the last one's.
+            context = next((str(c["current-context"]) for c in merged.config_files.values()
+                            if isinstance(c, dict) and c.get("current-context")), None)
+        known = sorted(str(c.value.get("name")) for c in merged.config.value["contexts"])
+        if context is None:
+            raise KubeconfigError(f"kubeconfig {files}: no current-context; pass --context "
+                                  f"(contexts: {', '.join(known) or 'none'})")
+        if context not in known:
+            raise KubeconfigError(f"kubeconfig {files}: no context {context!r} "
+                                  f"(contexts: {', '.join(known) or 'none'})")
+        loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+            config_dict=merged.config, active_context=context, config_base_path=None)
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        chosen = loader.current_context
+    except KubeconfigError:
+        raise
+    except ConfigException as exc:
+        raise KubeconfigError(f"kubeconfig {files}: {_first_line(exc)}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or "parse error"
-        raise KubeconfigError(f"kubeconfig {path}: not valid YAML{where}: {problem}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise KubeconfigError(f"kubeconfig {path}: expected a mapping, got "
-                              f"{type(document).__name__}")
-    return document
-
-
-def _named(document: Mapping[str, Any], key: str, path: str) -> dict[str, dict[str, Any]]:
-    items = document.get(key) or []
-    if not isinstance(items, list):
-        raise KubeconfigError(f"kubeconfig {path}: {key} must be a list")
-    named: dict[str, dict[str, Any]] = {}
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise KubeconfigError(f"kubeconfig {path}: every entry of {key} needs a name")
-        body = item.get(key.rstrip("s")) or {}
-        if not isinstance(body, dict):
-            raise KubeconfigError(f"kubeconfig {path}: {key} {item['name']!r} is not a mapping")
-        named[item["name"]] = body
-    return named
-
-
-def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> kopf.ConnectionInfo:
-    """The connection of ``context`` (default: the current one) in the merged ``paths``.
-
-    Merged the way kubectl does: the first file that names a context, cluster or user
-    wins, and the first ``current-context`` wins.
-    """
-    if not paths:
-        raise KubeconfigError("no kubeconfig: no --kubeconfig, $KUBECONFIG or ~/.kube/config")
-    current: str | None = None
-    contexts: dict[str, dict[str, Any]] = {}
-    clusters: dict[str, dict[str, Any]] = {}
-    users: dict[str, dict[str, Any]] = {}
-    for path in paths:
-        document = _load(path)
-        if current is None and isinstance(document.get("current-context"), str):
-            current = str(document["current-context"]) or None
-        for target, key in ((contexts, "contexts"), (clusters, "clusters"), (users, "users")):
-            for entry, body in _named(document, key, path).items():
-                target.setdefault(entry, body)
-    files = ", ".join(paths)
-    name = context or current
-    if name is None:
-        raise KubeconfigError(f"kubeconfig {files}: no current-context; pass --context "
-                              f"(contexts: {', '.join(sorted(contexts)) or 'none'})")
-    if name not in contexts:
-        raise KubeconfigError(f"kubeconfig {files}: no context {name!r} (contexts: "
-                              f"{', '.join(sorted(contexts)) or 'none'})")
-    chosen = contexts[name]
-    cluster = clusters.get(str(chosen.get("cluster")))
-    if cluster is None or not cluster.get("server"):
-        raise KubeconfigError(f"kubeconfig {files}: context {name!r} names no cluster with "
-                              f"a server")
-    user = users.get(str(chosen.get("user")), {})
-    token = user.get("token") or (
-        (user.get("auth-provider") or {}).get("config") or {}).get("access-token")
-    return kopf.ConnectionInfo(
-        server=cluster["server"],
-        ca_path=cluster.get("certificate-authority"),
-        ca_data=cluster.get("certificate-authority-data"),
-        insecure=cluster.get("insecure-skip-tls-verify"),
-        certificate_path=user.get("client-certificate"),
-        certificate_data=user.get("client-certificate-data"),
-        private_key_path=user.get("client-key"),
-        private_key_data=user.get("client-key-data"),
-        username=user.get("username"),
-        password=user.get("password"),
-        token=token,
-        default_namespace=chosen.get("namespace"),
+        raise KubeconfigError(f"kubeconfig {files}: not valid YAML{where}: {problem}") from None
+    except Exception as exc:  # a file it names is missing, a broken exec plugin...
+        raise KubeconfigError(f"kubeconfig {files}: {type(exc).__name__}: "
+                              f"{_first_line(exc)}") from None
+    header = (configuration.get_api_key_with_prefix("BearerToken")
+              or configuration.get_api_key_with_prefix("authorization"))
+    scheme, _, token = (header or "").strip().partition(" ")
+    token = token.strip()
+    if header and not token:
+        scheme, token = "Bearer", header
+    namespace = (chosen.get("context") or {}).get("namespace") if isinstance(chosen, dict) \
+        else None
+    expiry = getattr(loader, "expiry", None)
+    return Connection(
+        server=str(configuration.host),
+        token=token or None,
+        scheme=scheme or "Bearer",
+        ca_path=configuration.ssl_ca_cert or None,
+        insecure=not configuration.verify_ssl,
+        certificate_path=configuration.cert_file or None,
+        private_key_path=configuration.key_file or None,
+        namespace=namespace or None,
+        expires_at=expiry.timestamp() if isinstance(expiry, datetime.datetime) else None,
     )
 
 
-def in_cluster_server(env: Mapping[str, str]) -> str | None:
-    """``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, as client-go reads it.
-
-    kopf's service-account login always names ``https://kubernetes.default.svc``
-    (port 443, resolved by the cluster's DNS); every pod also gets these two
-    variables, and a cluster whose API server is elsewhere (the local control
-    plane without root: a free port of 127.0.0.1) is found only through them.
-    None when either is missing.
-    """
-    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
-    if not host or not port:
-        return None
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
 
 
-def connection_info(kopf_settings: Any, *, kubeconfig: str | None = None,
-                    context: str | None = None) -> kopf.ConnectionInfo | None:
-    """``kubeconfig``/``context`` if given; else the service account; else kubeconfig; else None."""
+def in_cluster(env: Mapping[str, str] | None = None) -> Connection | None:
+    """The pod's service account (``sdk.connection.in_cluster``), or None outside a pod."""
+    return connections.in_cluster(os.environ if env is None else env)
+
+
+def loader(*, kube_api: str | None = None, kubeconfig: str | None = None,
+           context: str | None = None) -> Callable[[], Connection] | None:
+    """How this operator logs in (each call a fresh login), or None without credentials:
+    ``KOOPER_KUBE_API``, else the flags' kubeconfig, else the pod's service account, else
+    ``$KUBECONFIG`` or ``~/.kube/config``."""
+    if kube_api and not (kubeconfig or context):
+        api = kube_api
+        return lambda: Connection(server=api, insecure=True)
     if kubeconfig or context:
-        return from_kubeconfig(kubeconfig_paths(kubeconfig), context)
-    in_cluster = kopf.login_with_service_account(settings=kopf_settings)
-    if in_cluster is not None:
-        server = in_cluster_server(os.environ)
-        return dataclasses.replace(in_cluster, server=server) if server else in_cluster
+        paths = kubeconfig_paths(kubeconfig)
+        return lambda: from_kubeconfig(paths, context)
+    if in_cluster() is not None:
+        def service_account() -> Connection:
+            found = in_cluster()
+            if found is None:
+                raise KubeconfigError("the pod's service-account token is gone")
+            return found
+        return service_account
     paths = kubeconfig_paths()
-    return from_kubeconfig(paths) if paths else None
+    if paths:
+        return lambda: from_kubeconfig(paths)
+    return None
 
 
-def connection(info: kopf.ConnectionInfo) -> kube.Connection:
-    """kooper's client connection from kopf's ``ConnectionInfo``.
+def login(config: settings.Config, *,
+          on_login: Callable[[str], None] | None = None) -> logins.Login:
+    """The operator's one refreshing source of credentials (``KooperError`` if none)."""
+    load = loader(kube_api=config.kube_api, kubeconfig=config.kubeconfig,
+                  context=config.context)
+    if load is None:
+        raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
+                                 "no kubeconfig, and KOOPER_KUBE_API is not set")
+    return logins.Login(load, on_login=on_login)
 
-    A kubeconfig carries the CA as base64 of PEM (``certificate-authority-data``) and
-    often the client certificate and key inline (``client-*-data``, as kind writes
-    them); the CA is decoded to PEM and the inline pair goes to a private folder,
-    removed at exit, because Python's ``ssl`` loads a certificate chain from files only.
-    """
-    certificate = _path(info.certificate_path) or _file(info.certificate_data, "client.crt")
-    key = _path(info.private_key_path) or _file(info.private_key_data, "client.key")
-    return kube.Connection(
-        server=info.server, token=info.token, scheme=info.scheme,
-        ca_path=_path(info.ca_path), ca_data=pem(info.ca_data, "certificate-authority-data"),
-        insecure=bool(info.insecure), certificate_path=certificate, private_key_path=key,
+
+def connection_info(conn: Connection, header: str | None) -> Any:
+    """kopf's ``ConnectionInfo`` for ``conn`` (its token as of now)."""
+    import kopf
+
+    scheme, _, token = (header or "").partition(" ")
+    return kopf.ConnectionInfo(
+        server=conn.server, ca_path=conn.ca_path,
+        ca_data=conn.ca_data, insecure=conn.insecure or None,
+        scheme=scheme or None, token=token or None,
+        certificate_path=conn.certificate_path, private_key_path=conn.private_key_path,
+        default_namespace=conn.namespace,
     )
-
-
-def pem(data: str | bytes | None, what: str) -> bytes | None:
-    """PEM text as given, or decoded from the base64 a kubeconfig holds."""
-    if data is None or data in ("", b""):
-        return None
-    raw = data.encode("ascii", "replace") if isinstance(data, str) else data
-    if raw.lstrip().startswith(b"-----BEGIN "):
-        return raw
-    try:
-        decoded = base64.b64decode(raw, validate=True)
-    except binascii.Error:
-        raise KubeconfigError(f"{what}: neither PEM nor base64") from None
-    if not decoded.lstrip().startswith(b"-----BEGIN "):
-        raise KubeconfigError(f"{what}: the base64 does not hold PEM")
-    return decoded
-
-
-_folder: list[str] = []
-
-
-def _file(data: str | bytes | None, name: str) -> str | None:
-    content = pem(data, name)
-    if content is None:
-        return None
-    if not _folder:
-        _folder.append(tempfile.mkdtemp(prefix="kooper-credentials-"))  # mode 0700
-        atexit.register(shutil.rmtree, _folder[0], ignore_errors=True)
-    path = os.path.join(_folder[0], name)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(content)
-    return path
-
-
-def _path(value: object) -> str | None:
-    if value is None or value == "":
-        return None
-    return os.fsdecode(value)  # type: ignore[arg-type]

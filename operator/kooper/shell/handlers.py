@@ -17,8 +17,8 @@ from typing import Any
 import kopf
 
 from kooper.control import views
-from kooper.core import errors
-from kooper.shell import controller, credentials, kube, metrics, settings
+from kooper.shell import controller, credentials, metrics, settings
+from kooper.shell.login import Login
 
 _serving_metrics: set[int] = set()
 
@@ -28,18 +28,6 @@ def _shell(memo: Any) -> controller.Shell:
     if not isinstance(shell, controller.Shell):
         raise kopf.PermanentError("the operator was started without a kooper Shell in its memo")
     return shell
-
-
-def connection_for(config: settings.Config, kopf_settings: Any) -> kube.Connection:
-    """API connection details: ``KOOPER_KUBE_API``, else in-cluster, else kubeconfig."""
-    if config.kube_api:
-        return kube.Connection(server=config.kube_api, insecure=True)
-    info = credentials.connection_info(kopf_settings, kubeconfig=config.kubeconfig,
-                                       context=config.context)
-    if info is None:
-        raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
-                                 "no kubeconfig, and KOOPER_KUBE_API is not set")
-    return credentials.connection(info)
 
 
 def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
@@ -52,7 +40,7 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
         indices = {name: kwargs[name] for name in (
             "kooper_groups", "kooper_pods", "kooper_leases", "kooper_connectors",
             "kooper_configmaps")}
-        shell.start(connection_for(shell.config, settings), indices)
+        shell.start(indices)
         port = shell.config.metrics_port
         if port and port not in _serving_metrics:
             metrics.serve(port)
@@ -64,14 +52,18 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
 
     if login:
         @kopf.on.login(registry=registry)
-        def login_handler(memo: Any, settings: kopf.OperatorSettings, **_: Any
-                          ) -> kopf.ConnectionInfo | None:
-            config = _shell(memo).config
-            if config.kube_api:
-                return kopf.ConnectionInfo(server=config.kube_api, insecure=True)
-            return credentials.connection_info(settings, kubeconfig=config.kubeconfig,
-                                         context=config.context)
-
+        def login_handler(memo: Any, **_: Any) -> kopf.ConnectionInfo:
+            # kopf asks once at start, then again whenever its vault saw a 401: the
+            # first answer is the login kooper made already, the later ones log in again.
+            shell = _shell(memo)
+            first = not shell.kopf_logged_in
+            shell.kopf_logged_in = True
+            login = shell.ensure_login()
+            if not first:
+                login.relogin()
+            conn, header = login.current()
+            info: kopf.ConnectionInfo = credentials.connection_info(conn, header)
+            return info
 
     # --- indexes (filled before any other handler runs) ------------------------------
 
@@ -139,8 +131,8 @@ def settings_module_tune(kopf_settings: kopf.OperatorSettings, config: settings.
     settings.tune(kopf_settings, config)
 
 
-def make_memo(config: settings.Config) -> kopf.Memo:
-    """The memo to start kopf with: it carries the ``Shell``."""
+def make_memo(config: settings.Config, login: Login | None = None) -> kopf.Memo:
+    """The memo to start kopf with: it carries the ``Shell`` (and the login, if made)."""
     memo = kopf.Memo()
-    memo["shell"] = controller.Shell(config)
+    memo["shell"] = controller.Shell(config, login)
     return memo

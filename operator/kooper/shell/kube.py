@@ -2,14 +2,15 @@
 
 A small typed client on aiohttp: ConfigMaps (create/replace/delete with
 ``resourceVersion`` preconditions), status patches of WorkerGroups and
-Connectors, reads of pod owners, and Events. kopf does the watching; this module
-shares its credentials (``Connection`` is built from kopf's ``ConnectionInfo``).
+Connectors, reads of pod owners, and Events. kopf does the watching; both take
+their credentials from one ``login.Login``, which renews them.
 
-Requests are built by ``sdk.kube.build_request`` (and its path helpers), the
-builder the worker's standard-library client uses too. Transport errors never
-leak: every failure is a ``KubeError`` with the HTTP status and the API's message,
-the original exception chained as the cause.
-``ConflictError`` (409) means a precondition failed: re-read, recompute, retry.
+What goes over the wire is ``sdk.wire``'s and failures are ``sdk.apierrors``'
+(the worker's standard-library client shares both): transport errors never leak,
+every failure is an ``ApiError`` subclass with the HTTP status (0: unreachable),
+the original exception chained as the cause. ``Conflict`` (409) means a
+precondition failed: re-read, recompute, retry. A 401 logs in again once and
+resends; a 429 waits the server's ``Retry-After`` (else jittered backoff) and resends.
 """
 
 from __future__ import annotations
@@ -26,41 +27,15 @@ import aiohttp
 
 from kooper.control import rollout, views
 from kooper.control.inputs import RolloutFacts
-from kooper.core import errors
-from kooper.sdk import kube as requests
+from kooper.sdk import apierrors, connection, wire
+from kooper.sdk.connection import Connection
+from kooper.shell.login import Login
 
-FIELD_MANAGER = "kooper"
+ROLE = "operator"
+FIELD_MANAGER = f"kooper-{ROLE}"
 MAX_EVENT_MESSAGE = 1024
-
-
-class KubeError(errors.KooperError):
-    """A call to the Kubernetes API failed."""
-
-    def __init__(self, message: str, *, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class ConflictError(KubeError):
-    """409: the object changed since we read it (or already exists)."""
-
-
-class NotFoundError(KubeError):
-    """404: the object (or its namespace, or its kind) does not exist."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Connection:
-    """Where the API is and how to authenticate (from kopf's ``ConnectionInfo``)."""
-
-    server: str
-    token: str | None = None
-    scheme: str | None = None
-    ca_path: str | None = None
-    ca_data: bytes | None = None
-    insecure: bool = False
-    certificate_path: str | None = None
-    private_key_path: str | None = None
+THROTTLED_ATTEMPTS = 5
+"""Sends of one request that 429s before its error reaches the caller."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,6 +47,8 @@ class Stats:
     by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
     bytes_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
     """Request body bytes sent, by kind (how big status patches are)."""
+    throttled: int = 0
+    """429 answers waited out and resent."""
 
     def count(self, kind: str, size: int = 0) -> None:
         """Count one mutating call of ``kind`` whose body has ``size`` bytes."""
@@ -80,38 +57,31 @@ class Stats:
         self.bytes_by_kind[kind] = self.bytes_by_kind.get(kind, 0) + size
 
 
+def _tls(conn: Connection) -> tuple[object, ...]:
+    return (conn.server, conn.ca_path, conn.ca_data, conn.insecure, conn.certificate_path,
+            conn.private_key_path)
+
+
 class Client:
     """An asyncio API client; one per operator, shared by all groups."""
 
-    def __init__(self, connection: Connection, *, concurrency: int = 64) -> None:
-        self._connection = connection
+    def __init__(self, login: Login | Connection, *, concurrency: int = 64) -> None:
+        self.login = login if isinstance(login, Login) else Login.static(login)
         self._session: aiohttp.ClientSession | None = None
+        self._session_tls: tuple[object, ...] = ()
         self._limit = asyncio.Semaphore(concurrency)
         self.stats = Stats()
 
-    def _ssl(self) -> ssl.SSLContext | bool:
-        conn = self._connection
-        if not conn.server.startswith("https"):
-            return False
-        if conn.insecure:
-            return False
-        context = ssl.create_default_context(
-            cafile=conn.ca_path,
-            cadata=conn.ca_data.decode() if conn.ca_data else None,
-        )
-        if conn.certificate_path and conn.private_key_path:
-            context.load_cert_chain(conn.certificate_path, conn.private_key_path)
-        return context
-
-    async def _ensure(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            headers = {"User-Agent": "kooper-operator"}
+    async def _ensure(self, conn: Connection) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed or self._session_tls != _tls(conn):
+            if self._session is not None:
+                await self._session.close()
+            context: ssl.SSLContext | bool = connection.ssl_context(conn) or False
             self._session = aiohttp.ClientSession(
-                base_url=None,
-                headers=headers,
-                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=100),
+                connector=aiohttp.TCPConnector(ssl=context, limit=100),
                 timeout=aiohttp.ClientTimeout(total=30),
             )
+            self._session_tls = _tls(conn)
         return self._session
 
     async def close(self) -> None:
@@ -129,12 +99,34 @@ class Client:
         params: Mapping[str, str] | None = None,
         kind: str = "",
     ) -> dict[str, Any]:
-        """One API call; returns the decoded response body, raises ``KubeError``."""
-        session = await self._ensure()
-        built = requests.build_request(method, path, body=body, content_type=content_type,
-                                       query=params, token=self._connection.token,
-                                       token_scheme=self._connection.scheme or "Bearer")
-        url = self._connection.server.rstrip("/") + built.target
+        """One API call; the decoded answer, or an ``apierrors.ApiError``."""
+        reauthenticated = False
+        attempt = 0
+        while True:
+            conn, authorization = self.login.current()
+            try:
+                return await self._send(conn, authorization, method, path, body=body,
+                                        content_type=content_type, params=params, kind=kind)
+            except apierrors.Unauthorized:
+                if reauthenticated or not self.login.rejected(conn):
+                    raise
+                reauthenticated = True
+            except apierrors.TooManyRequests as exc:
+                delay = wire.throttled_delay_s(exc, attempt)
+                attempt += 1
+                if delay is None or attempt >= THROTTLED_ATTEMPTS:
+                    raise
+                self.stats.throttled += 1
+                await asyncio.sleep(delay)
+
+    async def _send(self, conn: Connection, authorization: str | None, method: str,
+                    path: str, *, body: Mapping[str, Any] | None, content_type: str,
+                    params: Mapping[str, str] | None, kind: str) -> dict[str, Any]:
+        session = await self._ensure(conn)
+        built = wire.build_request(method, path, role=ROLE, body=body,
+                                   content_type=content_type, query=params,
+                                   authorization=authorization)
+        url = conn.server.rstrip("/") + built.target
         data = built.body
         if method != "GET":
             self.stats.count(kind or method, len(data) if data is not None else 0)
@@ -142,20 +134,22 @@ class Client:
             try:
                 async with session.request(
                     method, url, data=data, headers=dict(built.headers),
+                    proxy=connection.proxy_for(url),
                 ) as response:
-                    text = await response.text()
+                    payload = await response.read()
                     status = response.status
+                    retry_after = response.headers.get("Retry-After")
+                    reason = response.reason or ""
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise KubeError(f"{method} {path}: {exc!r}") from exc
+                raise apierrors.Unreachable(f"{method} {path}: {exc!r}", status=0) from exc
         if status >= 400:
-            message = requests.error_message(text, text)
-            cls = {409: ConflictError, 404: NotFoundError}.get(status, KubeError)
             if status == 409:
                 self.stats.conflicts += 1
-            raise cls(f"{method} {path}: {status} {message}", status=status)
-        decoded = requests.decode_answer(text)
+            raise wire.failure(method, path, status, payload, reason=reason,
+                               retry_after=retry_after)
+        decoded = wire.decode_answer(payload)
         if decoded is None:
-            raise KubeError(f"{method} {path}: response is not JSON")
+            raise apierrors.Unreachable(f"{method} {path}: response is not JSON", status=0)
         return decoded
 
     async def list(self, path: str, *, label_selector: str | None = None
@@ -173,7 +167,7 @@ class Client:
     ) -> str:
         """Create (no version known) or replace (with the precondition); the new version."""
         meta = body["metadata"]
-        base = requests.configmap_path(meta["namespace"])
+        base = wire.configmap_path(meta["namespace"])
         if resource_version is None:
             result = await self.request("POST", base, body=body, kind="configmap")
         else:
@@ -184,19 +178,19 @@ class Client:
         return str(result.get("metadata", {}).get("resourceVersion", ""))
 
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
-        """The ConfigMap (``NotFoundError`` when absent)."""
-        return await self.request("GET", requests.configmap_path(namespace, name))
+        """The ConfigMap (``apierrors.NotFound`` when absent)."""
+        return await self.request("GET", wire.configmap_path(namespace, name))
 
     async def delete_configmap(self, namespace: str, name: str) -> None:
         """Delete; absent already is fine."""
-        with contextlib.suppress(NotFoundError):
-            await self.request("DELETE", requests.configmap_path(namespace, name),
+        with contextlib.suppress(apierrors.NotFound):
+            await self.request("DELETE", wire.configmap_path(namespace, name),
                                kind="configmap")
 
     # --- custom resources -----------------------------------------------------
 
     def _cr_path(self, plural: str, namespace: str, name: str) -> str:
-        return requests.custom_resource_path(plural, namespace, name, group=views.GROUP,
+        return wire.custom_resource_path(plural, namespace, name, group=views.GROUP,
                                              version=views.VERSION)
 
     async def read_group(self, namespace: str, name: str) -> dict[str, Any]:
@@ -230,8 +224,8 @@ class Client:
         """Whether a pod's owner exists, and its ``spec.replicas`` (StatefulSet/ReplicaSet)."""
         plural = {"StatefulSet": "statefulsets", "ReplicaSet": "replicasets"}[kind]
         try:
-            body = await self.request("GET", requests.apps_path(plural, namespace, name))
-        except NotFoundError:
+            body = await self.request("GET", wire.apps_path(plural, namespace, name))
+        except apierrors.NotFound:
             return False, None
         if body.get("metadata", {}).get("deletionTimestamp"):
             return False, None
@@ -251,9 +245,9 @@ class Client:
             if kind != "StatefulSet":
                 continue
             try:
-                body = await self.request("GET", requests.apps_path("statefulsets", namespace,
+                body = await self.request("GET", wire.apps_path("statefulsets", namespace,
                                                                     name))
-            except NotFoundError:
+            except apierrors.NotFound:
                 continue
             facts = rollout.statefulset_facts(body)
             if facts is not None:
@@ -294,4 +288,4 @@ class Client:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self.request("POST", requests.event_path(namespace), body=body, kind="event")
+        await self.request("POST", wire.event_path(namespace), body=body, kind="event")

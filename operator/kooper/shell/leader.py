@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kooper.sdk import apierrors
 from kooper.shell import kube
 
 logger = logging.getLogger("kooper.shell")
@@ -110,7 +111,7 @@ class Elector:
                 self.leading = False
                 await self.on_stop()
                 if self.release_on_stop:
-                    with contextlib.suppress(kube.KubeError, RuntimeError):
+                    with contextlib.suppress(apierrors.ApiError, RuntimeError):
                         await self._release()
 
     async def once(self) -> None:
@@ -118,9 +119,9 @@ class Elector:
         now = self.clock()
         try:
             lease: dict[str, Any] | None = await self.client.request("GET", self._path(self.name))
-        except kube.NotFoundError:
+        except apierrors.NotFound:
             lease = None
-        except kube.KubeError as exc:
+        except apierrors.ApiError as exc:
             logger.warning("leader election: cannot read the Lease: %s", exc)
             await self._check_lapsed(now)
             return
@@ -138,7 +139,7 @@ class Elector:
             return
         try:
             await self._write(action, lease, now)
-        except kube.KubeError as exc:
+        except apierrors.ApiError as exc:
             logger.info("leader election: %s failed: %s", action.value, exc)
             await self._check_lapsed(now)
             return

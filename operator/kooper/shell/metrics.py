@@ -116,6 +116,9 @@ LATENCY = PerGroup(Histogram(
 ))
 CONFLICTS = Counter("kooper_api_conflicts_total", "409 Conflict answers (retried), by kind",
                     ["kind"])
+LOGINS = Counter("kooper_logins_total",
+                 "Logins to the API server: start, 401 (a rejected token), expiring, kopf",
+                 ["reason"])
 BAD_INPUT = Counter("kooper_bad_inputs_total", "Bad input noticed, by reason", ["reason"])
 
 _PER_GROUP: tuple[PerGroup[Counter] | PerGroup[Gauge] | PerGroup[Histogram], ...] = (
@@ -253,3 +256,8 @@ def forget_pacing(group: str) -> None:
     for metric in (BALANCING_DEFERRED, BALANCING_PENDING):
         with contextlib.suppress(KeyError):
             metric.remove(group)
+
+
+def count_login(reason: str) -> None:
+    """One more login (``login.Login``'s hook)."""
+    LOGINS.labels(reason).inc()

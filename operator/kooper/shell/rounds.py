@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from kooper.control import rollout, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
+from kooper.sdk import apierrors
 from kooper.shell import audit, connectors, kube, metrics, warmup, writes
 
 logger = logging.getLogger("kooper.shell")
@@ -215,7 +216,7 @@ class GroupRunner:
         try:
             await self.ctx.client.patch_status("workergroups", self.namespace, self.name,
                                                {"conditions": [*kept, *degraded]})
-        except kube.KubeError as error:
+        except apierrors.ApiError as error:
             logger.warning("%s: cannot report the failed round: %s", self.key, error)
 
     # --- one round ------------------------------------------------------------
@@ -240,7 +241,7 @@ class GroupRunner:
         for kind, name in sorted(control.owners_to_read(inputs, self.memory)):
             try:
                 exists, replicas = await self.ctx.client.read_owner(self.namespace, kind, name)
-            except kube.KubeError as exc:
+            except apierrors.ApiError as exc:
                 logger.warning("%s: cannot read %s %s: %s", self.key, kind, name, exc)
                 continue
             owners[(kind, name)] = control.OwnerFacts(exists, replicas)
@@ -249,7 +250,7 @@ class GroupRunner:
         if wanted:
             try:
                 rollouts = await self.ctx.client.read_rollouts(self.namespace, wanted)
-            except kube.KubeError as exc:  # decide without: no member counts as outdated
+            except apierrors.ApiError as exc:  # decide without: no member counts as outdated
                 logger.warning("%s: cannot read the pods' rollouts: %s", self.key, exc)
         live = [ids.WorkerId(lease.member) for lease in inputs.leases]
         edits = await self.writer.edits(live, configmaps)
@@ -378,7 +379,7 @@ class GroupRunner:
         async def guarded() -> None:
             try:
                 await coro
-            except kube.KubeError as exc:
+            except apierrors.ApiError as exc:
                 logger.warning("%s: posting an Event failed: %s", self.key, exc)
 
         task = asyncio.get_running_loop().create_task(guarded())

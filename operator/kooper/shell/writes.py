@@ -21,6 +21,7 @@ from typing import Any
 from kooper.control import state, status, step, views
 from kooper.core import errors, ids, model
 from kooper.protocol import codec, messages
+from kooper.sdk import apierrors
 from kooper.shell import kube, metrics
 
 logger = logging.getLogger("kooper.shell")
@@ -103,7 +104,7 @@ class Writer:
         ours = self.written[member]
         try:
             body = await self.client.read_configmap(self.namespace, views.configmap_name(member))
-        except kube.NotFoundError:
+        except apierrors.NotFound:
             self.written.pop(member, None)
             found[member] = "deleted"
             return
@@ -124,7 +125,7 @@ class Writer:
             body = configmap_body(self.namespace, self.name, group_uid, message.member, text)
             try:
                 rv = await self._put(message.member, body)
-            except kube.KubeError as exc:
+            except apierrors.ApiError as exc:
                 logger.warning("%s/%s: writing %s failed: %s", self.namespace, self.name,
                                views.configmap_name(message.member), exc)
                 failed.add(ids.WorkerId(message.member))
@@ -143,18 +144,19 @@ class Writer:
         for _ in range(5):
             try:
                 return await self.client.write_configmap(body, resource_version=rv)
-            except kube.ConflictError:
+            except apierrors.Conflict:
                 metrics.CONFLICTS.labels("configmap").inc()
-            except kube.NotFoundError:
+            except apierrors.NotFound:
                 rv = None
                 continue
             try:
                 fresh = await self.client.read_configmap(self.namespace,
                                                          views.configmap_name(member))
                 rv = str(fresh.get("metadata", {}).get("resourceVersion", ""))
-            except kube.NotFoundError:
+            except apierrors.NotFound:
                 rv = None
-        raise kube.ConflictError(f"ConfigMap {views.configmap_name(member)}: still conflicting")
+        raise apierrors.Conflict(f"ConfigMap {views.configmap_name(member)}: still conflicting",
+                                 status=409)
 
     # --- 3. the WorkerGroup status --------------------------------------------------------
 
@@ -175,7 +177,7 @@ class Writer:
             try:
                 result = await self.client.patch_status(
                     "workergroups", self.namespace, self.name, patch, resource_version=rv)
-            except kube.ConflictError:
+            except apierrors.Conflict:
                 metrics.CONFLICTS.labels("workergroups/status").inc()
                 fresh = await self.client.read_group(self.namespace, self.name)
                 theirs = (fresh.get("status") or {}).get("rebalanceGeneration", 0)
@@ -186,13 +188,13 @@ class Writer:
                 base = fresh.get("status") or {}
                 rv = str(fresh.get("metadata", {}).get("resourceVersion", ""))
                 continue
-            except kube.NotFoundError:
+            except apierrors.NotFound:
                 return  # The group was deleted meanwhile.
             self.group_rv = str(result.get("metadata", {}).get("resourceVersion", "")) or None
             self.last_status = result.get("status") or wanted
             return
-        raise kube.ConflictError(f"WorkerGroup {self.namespace}/{self.name} status: "
-                                 "still conflicting")
+        raise apierrors.Conflict(f"WorkerGroup {self.namespace}/{self.name} status: "
+                                 "still conflicting", status=409)
 
     # --- 1. deletions -------------------------------------------------------------------------
 

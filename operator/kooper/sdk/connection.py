@@ -1,0 +1,191 @@
+"""Where the API server is and how to reach it: one ``Connection``, one discovery.
+
+Both clients start here: the worker's standard-library ``sdk.kube.Api`` and the
+operator's asyncio ``shell.kube.Client`` (whose kubeconfigs are read by the
+``kubernetes`` client's loader in ``shell.credentials`` and land in this same value).
+
+Discovery (``discover``), in order, as client-go's ``rest.InClusterConfig``:
+
+1. ``KOOPER_KUBE_API=http://127.0.0.1:PORT``: an unauthenticated URL (the emulator);
+2. the in-cluster service account: ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``,
+   the token and CA under ``/var/run/secrets/kubernetes.io/serviceaccount``.
+
+A token file is re-read (``bearer``) rather than copied: the kubelet rotates it.
+Proxies follow one rule for every request and watch (``proxy_for``): the
+environment's ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, as urllib reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import pathlib
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+
+from kooper.core import errors
+from kooper.sdk import apierrors
+
+API_ENV = "KOOPER_KUBE_API"
+SERVICE_ACCOUNT = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_FILE_PERIOD_S = 60.0
+"""How long a token read from a file is used before it is read again (client-go: 1 min)."""
+
+
+class NoCredentialsError(errors.KooperError):
+    """Neither ``KOOPER_KUBE_API``, an in-cluster service account nor a kubeconfig is available."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Connection:
+    """An API server and the credentials to present to it."""
+
+    server: str
+    token: str | None = None
+    """A bearer token as given (kubeconfig ``token``, an exec plugin's answer)."""
+    token_file: str | None = None
+    """A file holding the token, re-read every ``TOKEN_FILE_PERIOD_S`` (wins over ``token``)."""
+    scheme: str = "Bearer"
+    ca_path: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    certificate_path: str | None = None
+    private_key_path: str | None = None
+    namespace: str | None = None
+    """The kubeconfig context's namespace, or the pod's own (in-cluster)."""
+    expires_at: float | None = None
+    """Wall-clock second the token expires (an exec plugin's ``expirationTimestamp``)."""
+
+    def expiring(self, now: float, *, skew_s: float = 30.0) -> bool:
+        """Whether the token expires within ``skew_s`` of ``now`` (log in again first)."""
+        return self.expires_at is not None and now >= self.expires_at - skew_s
+
+
+def discover(env: Mapping[str, str] | None = None, *,
+             root: pathlib.Path = SERVICE_ACCOUNT) -> Connection:
+    """``KOOPER_KUBE_API``, else the in-cluster service account; ``NoCredentialsError``."""
+    env = os.environ if env is None else env
+    if env.get(API_ENV):
+        return Connection(server=env[API_ENV], insecure=True)
+    found = in_cluster(env, root=root)
+    if found is None:
+        raise NoCredentialsError(
+            f"not in a cluster (KUBERNETES_SERVICE_HOST/PORT or {root / 'token'} missing) "
+            f"and {API_ENV} is not set")
+    return found
+
+
+def in_cluster(env: Mapping[str, str], *,
+               root: pathlib.Path = SERVICE_ACCOUNT) -> Connection | None:
+    """The pod's service account, as client-go reads it; None outside a pod."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    token = root / "token"
+    if not host or not port or not token.exists():
+        return None
+    namespace_file = root / "namespace"
+    namespace = (namespace_file.read_text().strip() or None) if namespace_file.exists() else None
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    ca = root / "ca.crt"
+    return Connection(server=server, token_file=str(token),
+                      ca_path=str(ca) if ca.exists() else None, namespace=namespace)
+
+
+class Bearer:
+    """The current ``Authorization`` value of a connection; a token file is re-read
+    every ``TOKEN_FILE_PERIOD_S`` and at once after ``forget`` (a 401)."""
+
+    def __init__(self, connection: Connection, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._connection = connection
+        self._clock = clock
+        self._value: str | None = None
+        self._read_at = float("-inf")
+
+    def header(self) -> str | None:
+        """``"Bearer <token>"``, or None without a token."""
+        conn = self._connection
+        if conn.token_file is None:
+            return f"{conn.scheme} {conn.token}" if conn.token else None
+        now = self._clock()
+        if self._value is None or now - self._read_at >= TOKEN_FILE_PERIOD_S:
+            try:
+                token = pathlib.Path(conn.token_file).read_text().strip()
+            except OSError as exc:
+                raise apierrors.Unreachable(f"cannot read the token {conn.token_file}: {exc}",
+                                            status=0) from exc
+            self._value, self._read_at = f"{conn.scheme} {token}", now
+        return self._value
+
+    def forget(self) -> None:
+        """The server rejected the token: read the file again on the next request."""
+        self._value = None
+
+
+def ssl_context(connection: Connection) -> ssl.SSLContext | None:
+    """TLS for ``connection`` (its CA, its client certificate); None for plain HTTP."""
+    if not connection.server.startswith("https"):
+        return None
+    if connection.insecure:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(
+            cafile=connection.ca_path,
+            cadata=connection.ca_data.decode() if connection.ca_data else None)
+    if connection.certificate_path and connection.private_key_path:
+        context.load_cert_chain(connection.certificate_path, connection.private_key_path)
+    return context
+
+
+def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The proxy URL for ``url`` from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, or None to
+    connect directly: the one proxy rule of both clients' requests and watches.
+
+    As Go's ``httpproxy`` (client-go): the lowercase spelling wins; ``NO_PROXY`` holds
+    ``*``, host names (``.svc`` and ``svc`` both match subdomains), IP addresses,
+    CIDR blocks (``10.96.0.0/12``) and ``host:port``.
+    """
+    env = os.environ if env is None else env
+    parts = urllib.parse.urlsplit(url)
+    proxy = _env(env, f"{parts.scheme}_proxy")
+    if not proxy or not parts.hostname or _bypassed(parts.hostname, parts.port,
+                                                    _env(env, "no_proxy") or ""):
+        return None
+    return proxy
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    return env.get(name.lower()) or env.get(name.upper()) or None
+
+
+def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
+    host = host.lower().strip("[]")
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = (
+            ipaddress.ip_address(host))
+    except ValueError:
+        address = None
+    for raw in no_proxy.split(","):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if "/" in entry and address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and (not entry_port.isdigit() or port != int(entry_port)):
+            continue
+        name = name.strip("[]").lstrip(".")
+        if host == name or host.endswith("." + name):
+            return True
+    return False
