@@ -67,7 +67,8 @@ class Shell:
         self.config = config
         self.login = login
         """The one source of credentials (made at start when not given)."""
-        self.kopf_logged_in = False
+        self.kopf_token: str | None = None
+        """The Authorization header last handed to kopf (None: kopf has not logged in)."""
         self.runners: dict[tuple[str, str], rounds.GroupRunner] = {}
         self.context: rounds.Context | None = None
         self.index_views: IndexViews | None = None

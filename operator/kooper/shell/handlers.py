@@ -51,17 +51,23 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
         await _shell(memo).stop()
 
     if login:
-        @kopf.on.login(registry=registry)
+        @kopf.on.login(registry=registry, errors=kopf.ErrorsMode.TEMPORARY)
         def login_handler(memo: Any, **_: Any) -> kopf.ConnectionInfo:
-            # kopf asks once at start, then again whenever its vault saw a 401: the
-            # first answer is the login kooper made already, the later ones log in again.
+            # kopf asks once at start, then again only once its vault has no valid
+            # credentials left (a 401): the first answer is the login kooper made already,
+            # the later ones log in again. Handing kopf back the token it just saw
+            # rejected would make it give up and stop the operator; waiting and asking
+            # again (TemporaryError) keeps the watches paused until the source has a
+            # new one (the kubelet rotated the file, the exec plugin answers again).
             shell = _shell(memo)
-            first = not shell.kopf_logged_in
-            shell.kopf_logged_in = True
             login = shell.ensure_login()
-            if not first:
+            if shell.kopf_token is not None:
                 login.relogin()
             conn, header = login.current()
+            if shell.kopf_token is not None and header == shell.kopf_token:
+                raise kopf.TemporaryError("the API server rejected the token and the "
+                                          "credentials have no newer one yet", delay=5)
+            shell.kopf_token = header or ""
             info: kopf.ConnectionInfo = credentials.connection_info(conn, header)
             return info
 
