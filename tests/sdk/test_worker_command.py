@@ -22,20 +22,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_worker_without_demo_is_a_usage_error(capsys):
-    assert cli.main(["worker"]) == 2
+    assert cli.main(["worker"]) == 1
     assert "--demo" in capsys.readouterr().err
 
 
 def test_worker_rejects_unknown_protocols(capsys, monkeypatch):
     monkeypatch.setenv("POD_NAME", "w")
     monkeypatch.setenv("POD_NAMESPACE", "ns")
-    assert cli.main(["worker", "--demo", "--protocols", "eager,sticky"]) == 2
+    assert cli.main(["worker", "--demo", "--protocols", "eager,sticky"]) == 1
     assert "--protocols" in capsys.readouterr().err
 
 
 def test_worker_without_identity_explains_the_downward_api(capsys, monkeypatch):
     monkeypatch.delenv("POD_NAME", raising=False)
-    assert cli.main(["worker", "--demo"]) == 2
+    assert cli.main(["worker", "--demo"]) == 1
     assert "POD_NAME is not set" in capsys.readouterr().err
 
 
@@ -135,7 +135,7 @@ def test_the_old_poll_seconds_flag_still_sets_the_tick():
 def test_a_non_positive_resync_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.setenv("POD_NAME", "w")
     monkeypatch.setenv("POD_NAMESPACE", "ns")
-    assert cli.main(["worker", "--demo", "--resync-seconds", "0"]) == 2
+    assert cli.main(["worker", "--demo", "--resync-seconds", "0"]) == 1
     assert "--resync-seconds" in capsys.readouterr().err
 
 
