@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any, Protocol
 
 from e2e import chaos_log
-from kooper.core import events
+from kooper.core import durations, events
 from kooper.demo import cluster as embedded
 from kooper.demo import pods, recorder
 from kooper.emulator import cluster as emulated
@@ -221,9 +221,11 @@ class Harness:
 
     def _worker_args(self) -> tuple[str, ...]:
         s = self.settings
-        return ("--demo", "--run", self.run, "--lease-seconds", str(s.lease_s),
-                "--renew-seconds", str(s.renew_s), "--tick-seconds", "0.2",
-                "--start-ms", str(s.start_ms), "--stop-ms", str(s.stop_ms))
+        return ("--demo", "--run", self.run, "--lease-duration", f"{s.lease_s}s",
+                "--renew-interval", durations.format_ms(round(s.renew_s * 1000)),
+                "--tick-interval", "200ms",
+                "--start-latency", durations.format_ms(s.start_ms),
+                "--stop-latency", durations.format_ms(s.stop_ms))
 
     def _create_objects(self) -> None:
         assert self.runner is not None

@@ -29,7 +29,7 @@ BASELINE = {
 }
 # The examples' worker args (probes need the health port; tests/demo checks they agree).
 DEFAULT_ARGS = ["worker", "--demo", "--health-port", "8080",
-                "--lease-seconds", "15", "--renew-seconds", "5"]
+                "--lease-duration", "15s", "--renew-interval", "5s"]
 REPLICAS = 4
 DRILL_LABEL = "kooper.dev/drill"
 """Labels what a drill added to the examples; ``Demo.baseline`` removes it."""

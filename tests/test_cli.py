@@ -1,4 +1,4 @@
-"""The CLI's contract: a user error is one line on stderr and exit 2, never a traceback."""
+"""The CLI's contract: a user error is one line on stderr and exit 1, never a traceback."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from kooper import cli
         (["worker"], "kooper worker: error: only the demo connectors are built in"),
     ],
 )
-def test_a_user_error_is_one_line_and_exit_2(argv: list[str], message: str, capsys):
-    assert cli.main(argv) == 2
+def test_a_user_error_is_one_line_and_exit_1(argv: list[str], message: str, capsys):
+    assert cli.main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith(message)
     assert err.count("\n") == 1
@@ -26,12 +26,12 @@ def test_a_user_error_is_one_line_and_exit_2(argv: list[str], message: str, caps
 
 
 def test_a_directory_where_a_file_is_expected_is_one_line(tmp_path: Path, capsys):
-    assert cli.main(["replay", str(tmp_path)]) == 2
+    assert cli.main(["replay", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"kooper replay: error: {tmp_path}: Is a directory\n"
 
 
 def test_a_bad_flag_is_one_line_naming_it_and_where_to_read_more(capsys):
-    assert cli.main(["drill", "kill-one", "--sim", "--pods", "-5"]) == 2
+    assert cli.main(["drill", "kill-one", "--sim", "--pods", "-5"]) == 1
     assert capsys.readouterr().err == (
         "kooper drill: error: argument --pods: must be at least 1, got -5; "
         "see 'kooper drill --help'\n")
@@ -51,3 +51,12 @@ def test_a_bug_is_one_line_exit_70_and_the_traceback_only_when_asked(monkeypatch
     monkeypatch.setenv("KOOPER_DEBUG", "1")
     with pytest.raises(RuntimeError):
         cli.main(["version"])
+
+
+@pytest.mark.parametrize("argv", [["--no-such-flag"], ["replay", "--no-such-flag", "x.json"],
+                                  ["no-such-command"]])
+def test_an_unknown_flag_or_command_exits_1_like_kubectl_and_helm(argv: list[str], capsys):
+    assert cli.main(argv) == cli.USAGE_ERROR == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "error:" in err

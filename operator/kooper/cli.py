@@ -4,9 +4,12 @@ Each command module defines ``HELP: str``, ``add_arguments(parser)`` and
 ``run(args) -> int``. Modules are imported only when their command runs, so
 ``kooper worker`` never imports the operator's or the analytics' dependencies.
 Whatever goes wrong, the user gets one line on stderr and a non-zero exit, never
-a traceback: a bad flag or input is exit 2 (``KooperError``, ``OSError``, argparse),
-anything else an "internal error" line, exit 70 (``KOOPER_DEBUG=1`` re-raises it
-with its traceback).
+a traceback: a bad flag or input is exit 1 (``KooperError``, ``OSError``, argparse),
+as with kubectl and helm; anything else an "internal error" line, exit 70
+(``KOOPER_DEBUG=1`` re-raises it with its traceback). A command that ran and found a
+problem it checks for (``drill`` violations, ``replay --check`` mismatches,
+``analyze`` overlaps) also exits 1, after printing what it found on stdout.
+
 """
 
 from __future__ import annotations
@@ -50,20 +53,24 @@ on a cluster (helm install kooper charts/kooper, docs/operator.md):
   kooper status demo -n kooper           a group's members and what each runs
 
 Tables print seconds with units; -o json|yaml prints exact numbers (*_ms keys).
-Progress goes to stderr, results to stdout; errors are one line, exit 2.
+Progress goes to stderr, results to stdout; errors are one line, exit 1 (a bug: 70).
 `kooper COMMAND --help` explains each command.
 """
+
+USAGE_ERROR = 1
+"""Exit status of a bad flag, input or environment, as kubectl's and helm's (argparse's
+own 2 is not used: scripts around kubectl and helm test for 1)."""
 
 INTERNAL_ERROR = 70
 """Exit status of a bug (sysexits' EX_SOFTWARE): not the user's fault."""
 
 
 class UsageError(errors.KooperError):
-    """The command line or an input file is wrong: print one line, exit 2."""
+    """The command line or an input file is wrong: print one line, exit 1."""
 
 
 class BadCommandLine(SystemExit):
-    """argparse rejected the command line (its one line is already on stderr): exit 2."""
+    """argparse rejected the command line (its one line is already on stderr): exit 1."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -72,7 +79,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """``kooper drill: error: argument --pods: ...; see 'kooper drill --help'``."""
         print(f"{self.prog}: error: {message}; see '{self.prog} --help'", file=sys.stderr)
-        raise BadCommandLine(2)
+        raise BadCommandLine(USAGE_ERROR)
 
 
 def _load(name: str) -> ModuleType:
@@ -101,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(args_list)
     except BadCommandLine:
-        return 2
+        return USAGE_ERROR
     if args.version:
         print(_load("version").line())
         return 0
@@ -113,14 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = _load(args.command).run(args)
     except errors.KooperError as exc:
         print(f"{where}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     except BrokenPipeError:
         # `kooper ... | head`: the reader left; say nothing, like other Unix tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
         print(f"{where}: error: {_one_line(_os_error(exc))}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,4 @@
-"""``kooper analyze`` with bad input or a bad master: one line on stderr, exit 2, no traceback.
+"""``kooper analyze`` with bad input or a bad master: one line on stderr, exit 1, no traceback.
 
 Input errors are found before Spark starts: ``job.spark_session`` is replaced
 by a function that fails the test if it is called.
@@ -28,7 +28,7 @@ def no_spark(monkeypatch):
 
 
 def one_line_error(capsys, *args: str) -> str:
-    assert cli.main(["analyze", *args]) == 2
+    assert cli.main(["analyze", *args]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1, captured.err
@@ -93,7 +93,7 @@ def test_spark_that_cannot_start_is_one_error_line_and_its_log_a_file(tmp_path):
          "analyze", str(path), "--out", str(tmp_path / "r"), "--master", "yarn"],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert done.stdout == ""
     *progress, last = done.stderr.splitlines()
     assert all(line.startswith("kooper analyze [") for line in progress)

@@ -110,7 +110,7 @@ def test_progress_goes_to_stderr_stage_by_stage_and_results_to_stdout(analyzed):
 
 def test_folder_without_logs_is_one_line_error(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("x")
-    assert cli.main(["analyze", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert cli.main(["analyze", str(tmp_path), "--out", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "no event logs" in err
@@ -178,7 +178,7 @@ def test_inputs_skip_the_output_folder_and_hidden_files(tmp_path):
 
 
 def test_spark_submit_entry_point_reports_errors_in_one_line(tmp_path, capsys):
-    assert job.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert job.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err.startswith("job.py: error: no event logs")
     with pytest.raises(errors.AnalyticsError, match="KEY=VALUE"):
         options.parse_conf(["novalue"])

@@ -64,7 +64,7 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "podDisruptionBudget": {"minAvailable": 1},
     "workers": {"namespaces": ["team-a", "team-b"]},
     "crds": {"keep": False},
-    "kopfPeering": {"crds": {"install": False}},
+    "kopfPeering": {"crds": {"enabled": False}},
 }
 """Every optional branch of the templates at once."""
 

@@ -242,16 +242,31 @@ def test_peering_is_off_by_default_and_then_needs_no_peering_rights(render):
     assert conftest.find(rendered, "ClusterKopfPeering") == []
 
 
-def test_crds_keep_and_install_switches(render):
+def test_crds_keep_and_enabled_switches(render):
     keep = conftest.find(render(), "CustomResourceDefinition")
     assert all(c["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"} for c in keep)
     no_keep = conftest.find(render({"crds": {"keep": False}}), "CustomResourceDefinition")
     assert all("annotations" not in c["metadata"] for c in no_keep)
     none = conftest.find(
-        render({"crds": {"install": False}, "kopfPeering": {"crds": {"install": False}}}),
+        render({"crds": {"enabled": False}, "kopfPeering": {"enabled": True,
+                                                           "crds": {"enabled": False}}}),
         "CustomResourceDefinition",
     )
     assert none == []
+
+
+def _peering_crds(rendered):
+    return sorted(c["metadata"]["name"] for c in conftest.find(rendered, "CustomResourceDefinition")
+                  if c["spec"]["group"] == "kopf.dev")
+
+
+def test_kopf_peering_crds_only_when_peering_is_enabled(render):
+    assert _peering_crds(render()) == []
+    assert _peering_crds(render({"kopfPeering": {"crds": {"enabled": True}}})) == []
+    assert _peering_crds(render({"kopfPeering": {"enabled": True}})) == [
+        "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"]
+    assert _peering_crds(render({"kopfPeering": {"enabled": True,
+                                                 "crds": {"enabled": False}}})) == []
 
 
 def test_service_monitor_only_when_enabled(render):
@@ -293,7 +308,9 @@ BAD_VALUES = [
     ({"metrics": {"port": 70000}}, "/metrics/port"),
     ({"operator": {"watchNamespace": "Team_A"}}, "/operator/watchNamespace"),
     ({"workers": {"namespaces": ["ok", "ok"]}}, "/workers/namespaces"),
-    ({"crds": {"install": "yes"}}, "/crds/install"),
+    ({"crds": {"enabled": "yes"}}, "/crds/enabled"),
+    # The pre-rename name fails loudly instead of being ignored.
+    ({"crds": {"install": False}}, "additional properties 'install' not allowed"),
     ({"image": {"digest": "latest"}}, "/image/digest"),
     (
         {"operator": {"securityContext": {"runAsRoot": True}}},
@@ -350,6 +367,13 @@ def test_notes_tell_the_next_commands(render_text):
     assert "kubectl -n kooper-system rollout status deployment/kooper" in notes
     assert "kubectl -n kooper-system apply -f examples/" in notes
     assert "get wg,kconn" in notes
+    assert "crds.enabled" not in notes
+
+
+def test_notes_say_to_install_the_crds_when_the_chart_does_not(render_text):
+    rendered = render_text({"crds": {"enabled": False}})
+    notes = next(text for path, text in rendered.items() if path.endswith("NOTES.txt"))
+    assert "crds.enabled=false, so install the CRDs yourself first" in notes
 
 
 PASS_THROUGH = {

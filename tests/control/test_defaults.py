@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kooper.control import views
-from kooper.core import defaults, model
+from kooper.core import defaults, durations, model
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIES = [ROOT / "crds", ROOT / "charts" / "kooper" / "files" / "crds"]
@@ -40,7 +40,7 @@ def test_the_operator_reads_an_empty_spec_with_the_same_defaults():
     assert group.settings == model.Settings(model.Protocol(defaults.PROTOCOL),
                                             model.Policy(defaults.POLICY),
                                             defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS)
-    assert views.parse_duration_ms(defaults.SCHEDULED_REBALANCE_MAX_DELAY, 0) == \
+    assert durations.parse_ms(defaults.SCHEDULED_REBALANCE_MAX_DELAY) == \
         defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS
     assert (group.lease_duration_s, group.clock_skew_s) == (defaults.LEASE_DURATION_S,
                                                             defaults.CLOCK_SKEW_S)

@@ -70,7 +70,7 @@ def test_leader_bounce_restores_the_original_assignment_under_kooper():
     assert koo.summary.moves == 0
 
 
-def test_malformed_scenario_gets_one_clear_line_and_exit_2(tmp_path: Path):
+def test_malformed_scenario_gets_one_clear_line_and_exit_1(tmp_path: Path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"connectors": {"A": 1}, "rounds": [{"before": [{"type": "x"}]}]}))
     proc = subprocess.run(
@@ -79,7 +79,7 @@ def test_malformed_scenario_gets_one_clear_line_and_exit_2(tmp_path: Path):
         text=True,
         check=False,
     )
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert proc.stderr.strip().count("\n") == 0
     assert "round 1.before[0].type: unknown event type 'x'" in proc.stderr
     assert "Traceback" not in proc.stderr

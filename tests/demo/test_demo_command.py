@@ -21,7 +21,7 @@ def test_runs_are_parsed_in_order_and_checked_against_known_protocols_and_polici
 
 @pytest.mark.parametrize("argv", [["--runs", "eager"], ["--pods", "0"], ["--restart", "-1"]])
 def test_bad_options_fail_with_one_line_before_anything_starts(argv, tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path), *argv]) == 2
+    assert cli.main(["demo", "--out", str(tmp_path), *argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith("kooper demo: error: ")
     assert err.count("\n") == 1
@@ -40,7 +40,7 @@ def test_help_describes_the_drill_the_runs_and_the_outputs(capsys):
 def test_the_real_control_plane_without_its_binaries_is_one_line_naming_make_kube_bins(
         tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(binaries.BIN_DIR_ENV, str(tmp_path / "no-binaries-here"))
-    assert cli.main(["demo", "--control-plane", "real", "--out", str(tmp_path)]) == 2
+    assert cli.main(["demo", "--control-plane", "real", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("kooper demo: error: ")
     assert "make kube-bins" in err
@@ -49,7 +49,7 @@ def test_the_real_control_plane_without_its_binaries_is_one_line_naming_make_kub
 
 
 def test_a_cluster_dir_without_the_real_control_plane_is_refused(tmp_path, capsys):
-    assert cli.main(["demo", "--cluster-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert cli.main(["demo", "--cluster-dir", str(tmp_path), "--out", str(tmp_path)]) == 1
     assert "--cluster-dir needs --control-plane real" in capsys.readouterr().err
 
 

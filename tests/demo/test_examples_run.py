@@ -88,7 +88,7 @@ def test_the_examples_run_on_the_embedded_cluster_with_probes_and_configured_lat
     def args_for(ordinal):
         # Every pod has its own IP in a cluster; here they share 127.0.0.1.
         own = [str(ports[ordinal]) if a == str(health) else a for a in args[1:]]
-        return (*own, "--poll-seconds", "0.2")
+        return (*own, "--tick-interval", "200ms")
 
     wanted = sum(1 + c["spec"]["tasksMax"] for c in connectors)
     with cluster.EmbeddedCluster(workdir=tmp_path) as embedded:

@@ -38,6 +38,39 @@ def test_a_negative_delay_is_refused(k, namespace):
     assert "should match" in err or "at least 0s" in err
 
 
+@pytest.mark.parametrize("delay", ["100ns", "500us", "0", "5"])
+def test_a_delay_outside_the_one_duration_language_is_refused(k, namespace, delay):
+    err = refused(k, "apply", "-n", namespace, "-f", "-",
+                  input_text=group(scheduledRebalanceMaxDelay=delay))
+    assert "spec.scheduledRebalanceMaxDelay" in err
+
+
+def _status(k, namespace, document):
+    k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group())
+    return k.kubectl("patch", "-n", namespace, "workergroup", "g", "--subresource=status",
+                     "--type=merge", "-p", json.dumps({"status": document}), "-o", "json")
+
+
+def test_the_operators_status_is_kept_and_anything_else_pruned(k, namespace):
+    from tests.chart.test_status_schema import group_documents
+
+    document = group_documents()[1]
+    stored = json.loads(_status(k, namespace, {**document, "futureField": 1}))["status"]
+    assert "futureField" not in stored
+    assert stored == document
+
+
+def test_a_condition_without_a_reason_or_with_a_bad_one_is_refused(k, namespace):
+    good = {"type": "Ready", "status": "True", "reason": "Balanced", "message": "",
+            "lastTransitionTime": "2030-01-01T00:00:00Z"}
+    _status(k, namespace, {"conditions": [good]})
+    for bad in ({k: v for k, v in good.items() if k != "reason"}, {**good, "reason": "not ok"},
+                {**good, "type": "not ok"}):
+        err = refused(k, "patch", "-n", namespace, "workergroup", "g", "--subresource=status",
+                      "--type=merge", "-p", json.dumps({"status": {"conditions": [bad]}}))
+        assert "status.conditions[0]" in err
+
+
 def test_defaults_are_filled_in_and_printer_columns_shown(k, namespace):
     k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group())
     spec = get_json(k, "-n", namespace, "workergroup", "g")["spec"]

@@ -22,20 +22,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_worker_without_demo_is_a_usage_error(capsys):
-    assert cli.main(["worker"]) == 2
+    assert cli.main(["worker"]) == 1
     assert "--demo" in capsys.readouterr().err
 
 
 def test_worker_rejects_unknown_protocols(capsys, monkeypatch):
     monkeypatch.setenv("POD_NAME", "w")
     monkeypatch.setenv("POD_NAMESPACE", "ns")
-    assert cli.main(["worker", "--demo", "--protocols", "eager,sticky"]) == 2
+    assert cli.main(["worker", "--demo", "--protocols", "eager,sticky"]) == 1
     assert "--protocols" in capsys.readouterr().err
 
 
 def test_worker_without_identity_explains_the_downward_api(capsys, monkeypatch):
     monkeypatch.delenv("POD_NAME", raising=False)
-    assert cli.main(["worker", "--demo"]) == 2
+    assert cli.main(["worker", "--demo"]) == 1
     assert "POD_NAME is not set" in capsys.readouterr().err
 
 
@@ -47,8 +47,8 @@ def test_demo_worker_process_runs_assignments_logs_events_and_leaves_on_sigterm(
         events_file = tmp_path / "events.jsonl"
         process = subprocess.Popen(
             [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--protocols", "eager",
-             "--start-ms", "5", "--stop-ms", "5", "--lease-seconds", "5", "--renew-seconds",
-             "1", "--tick-seconds", "0.05", "--events-file", str(events_file),
+             "--start-latency", "5ms", "--stop-latency", "5ms", "--lease-duration", "5s",
+             "--renew-interval", "1s", "--tick-interval", "50ms", "--events-file", str(events_file),
              "--health-port", "0", "--run", "r1"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
@@ -124,19 +124,32 @@ def worker_flags(*argv):
 
 
 def test_worker_flags_set_the_tick_and_the_resync_safety_net():
-    settings = worker_flags("--tick-seconds", "0.25", "--resync-seconds", "12")
+    settings = worker_flags("--tick-interval", "250ms", "--resync-period", "12s")
     assert (settings.tick_interval_s, settings.resync_interval_s) == (0.25, 12.0)
 
 
-def test_the_old_poll_seconds_flag_still_sets_the_tick():
-    assert worker_flags("--poll-seconds", "0.2").tick_interval_s == 0.2
+def test_worker_durations_are_written_with_units_like_the_crds():
+    settings = worker_flags("--lease-duration", "1m", "--renew-interval", "1.5s",
+                            "--callback-timeout", "1m30s", "--stop-timeout", "10s",
+                            "--fence-margin", "2s")
+    assert (settings.lease_duration_s, settings.renew_interval_s, settings.callback_timeout_s,
+            settings.stop_timeout_s, settings.fence_margin_s) == (60, 1.5, 90.0, 10.0, 2.0)
+
+
+@pytest.mark.parametrize("argv", [["--lease-duration", "15"], ["--lease-duration", "1.5s"],
+                                  ["--tick-interval", "0s"], ["--resync-period", "500us"],
+                                  ["--tick-seconds", "1"], ["--poll-seconds", "0.2"]])
+def test_a_bare_number_a_unit_below_ms_or_an_old_flag_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit):
+        worker_flags(*argv)
+    assert argv[0] in capsys.readouterr().err
 
 
 def test_a_non_positive_resync_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.setenv("POD_NAME", "w")
     monkeypatch.setenv("POD_NAMESPACE", "ns")
-    assert cli.main(["worker", "--demo", "--resync-seconds", "0"]) == 2
-    assert "--resync-seconds" in capsys.readouterr().err
+    assert cli.main(["worker", "--demo", "--resync-period", "0s"]) == 1
+    assert "--resync-period" in capsys.readouterr().err
 
 
 def test_a_stop_that_outlives_its_timeout_ends_the_worker_process_non_zero(tmp_path):
@@ -148,8 +161,8 @@ def test_a_stop_that_outlives_its_timeout_ends_the_worker_process_non_zero(tmp_p
                    POD_UID=pod["metadata"]["uid"], PYTHONPATH=str(ROOT / "operator"))
         events_file = tmp_path / "events.jsonl"
         process = subprocess.Popen(
-            [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--lease-seconds", "5",
-             "--renew-seconds", "1", "--events-file", str(events_file)],
+            [sys.executable, "-m", "kooper.cli", "worker", "--demo", "--lease-duration", "5s",
+             "--renew-interval", "1s", "--events-file", str(events_file)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
 

@@ -36,8 +36,8 @@ class Keeper:
 
 def test_exposition_escapes_label_values_and_help_and_parses_back():
     family = sdk_metrics.Family(
-        "kooper_worker_resource_state", "gauge", 'help with \\ and\nnewline',
-        (("kooper_worker_resource_state", (("resource", 'a"b\\c\nd'), ("state", "running")), 1),),
+        "kooper_worker_example", "gauge", 'help with \\ and\nnewline',
+        (("kooper_worker_example", (("resource", 'a"b\\c\nd'), ("state", "running")), 1),),
     )
     text = sdk_metrics.exposition([family])
     assert text.endswith("\n")
@@ -100,15 +100,11 @@ def test_observe_reports_per_resource_states_generation_and_fencing_of_a_session
     worker_metrics.observe(session, Keeper())
     samples, types = parsed(worker_metrics.render())
 
-    state = samples["kooper_worker_resource_state"]
-    assert state == {
-        frozenset({("resource", "A"), ("state", "paused")}): 1,
-        frozenset({("resource", "A-0"), ("state", "paused")}): 1,
-        frozenset({("resource", "A-1"), ("state", "failed")}): 1,
-    }
-    assert value(samples, "kooper_worker_resources", state="paused") == 2
-    assert value(samples, "kooper_worker_resources", state="failed") == 1
-    assert value(samples, "kooper_worker_resources", state="running") == 0
+    assert value(samples, "kooper_worker_resources", kind="connector", state="paused") == 1
+    assert value(samples, "kooper_worker_resources", kind="task", state="paused") == 1
+    assert value(samples, "kooper_worker_resources", kind="task", state="failed") == 1
+    assert value(samples, "kooper_worker_resources", kind="task", state="running") == 0
+    assert len(samples["kooper_worker_resources"]) == 8  # 2 kinds x 4 states, always
     assert value(samples, "kooper_worker_assignment_generation") == 1
     assert value(samples, "kooper_worker_member_state", state=session.state.value) == 1
     assert sum(samples["kooper_worker_member_state"].values()) == 1
@@ -125,8 +121,8 @@ def test_observe_reports_per_resource_states_generation_and_fencing_of_a_session
     samples, _ = parsed(worker_metrics.render())
     assert value(samples, "kooper_worker_fenced") == 1
     assert value(samples, "kooper_worker_fencings_total") == 1
-    assert set(samples["kooper_worker_resource_state"]) == {
-        frozenset({("resource", "A-1"), ("state", "failed")})}
+    assert {dict(k)["kind"] + "/" + dict(k)["state"]
+            for k, n in samples["kooper_worker_resources"].items() if n} == {"task/failed"}
 
 
 def test_every_fencing_counts_even_when_the_member_never_recovered_in_between():
@@ -182,9 +178,8 @@ def test_a_running_worker_exports_its_resources_renewals_and_start_durations(api
             return value(samples, "kooper_worker_assignment_generation") == 1 and samples
 
         samples = wait_for(applied, what="generation 1 in the metrics")
-        assert {dict(k)["resource"]: dict(k)["state"]
-                for k in samples["kooper_worker_resource_state"]} == {"A": "running",
-                                                                      "A-0": "running"}
+        assert value(samples, "kooper_worker_resources", kind="connector", state="running") == 1
+        assert value(samples, "kooper_worker_resources", kind="task", state="running") == 1
         assert value(samples, "kooper_worker_start_duration_seconds_count",
                      callback="on_assigned") == 2
         wait_for(lambda: value(parsed(running.worker.metrics.render())[0],
@@ -193,3 +188,25 @@ def test_a_running_worker_exports_its_resources_renewals_and_start_durations(api
         running.close()
     samples, _ = parsed(running.worker.metrics.render())
     assert value(samples, "kooper_worker_stop_duration_seconds_count", callback="on_revoked") == 2
+
+
+@pytest.mark.parametrize("tasks", [1, 10, 1000])
+def test_the_number_of_series_does_not_grow_with_the_number_of_tasks(tasks):
+    session = new_session(lease_ms=30_000)
+    session.lease_renewed(0)
+    session.receive_assignment(assignment(
+        1, ["A"], [f"A-{n}" for n in range(tasks)], configs={"A": {}}))
+    drive(session)
+    worker_metrics = sdk_metrics.WorkerMetrics()
+    worker_metrics.observe(session, Keeper())
+    text = worker_metrics.render()
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(series) == SERIES_OF_ONE_MEMBER
+    samples, _ = parsed(text)
+    assert value(samples, "kooper_worker_resources", kind="task", state="running") == tasks
+
+
+SERIES_OF_ONE_MEMBER = len([
+    line for line in sdk_metrics.WorkerMetrics().render().splitlines()
+    if line and not line.startswith("#")])
+"""A fresh worker's series: a worker with work has exactly as many."""

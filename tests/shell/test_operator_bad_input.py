@@ -112,3 +112,24 @@ def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(
     fleet.members["w-1"].extra_claims = model.EMPTY
     fleet.push_report("w-1")
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settled again")
+
+
+def test_a_max_delay_an_older_crd_admitted_fails_that_group_alone_until_it_is_fixed(
+        emulated, fleet, operator):
+    # The emulator checks no patterns: like a CRD from before durations.PATTERN, it stores it.
+    make_group(emulated, "odd", delay="100ns")
+    make_connector(emulated, "B", 2, group="odd")
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="the good group")
+    degraded = wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded"),
+                        what="the odd group's condition")
+    assert degraded["status"] == "True"
+    assert "spec.scheduledRebalanceMaxDelay: '100ns' is not a duration" in degraded["message"]
+    assert "delay" not in group_status(emulated, "odd")  # nothing planned from a guess
+    emulated.patch("workergroups", "odd", {"spec": {"scheduledRebalanceMaxDelay": "0s"}},
+                   namespace="default")
+    wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded").get("status")
+             == "False", what="the fixed group converges")
+    assert group_status(emulated, "odd")["conditions"]

@@ -16,11 +16,22 @@ W = ids.WorkerId
 
 
 @pytest.mark.parametrize(("text", "ms"), [
-    ("300s", 300_000), ("5m", 300_000), ("1m30s", 90_000), ("0s", 0), ("0", 0),
-    ("250ms", 250), ("1h", 3_600_000), ("bogus", 42), (None, 42), ("5x", 42),
+    ("300s", 300_000), ("5m", 300_000), ("1m30s", 90_000), ("0s", 0), ("250ms", 250),
+    ("1h", 3_600_000), (None, 300_000),
 ])
-def test_durations_parse_like_go(text, ms):
-    assert views.parse_duration_ms(text, 42) == ms
+def test_the_max_delay_is_read_as_written_and_absent_means_the_default(text, ms):
+    spec = {} if text is None else {"scheduledRebalanceMaxDelay": text}
+    assert views.parse_max_delay(spec) == (ms, "")
+    group = views.parse_group({"metadata": {"name": "g"}, "spec": spec})
+    assert (group.settings.max_delay_ms, group.invalid) == (ms, "")
+
+
+@pytest.mark.parametrize("text", ["bogus", "5x", "0", "100ns", "500us", "", 300])
+def test_a_max_delay_kooper_cannot_read_marks_the_group_invalid_instead_of_a_default(text):
+    group = views.parse_group({"metadata": {"name": "g"},
+                               "spec": {"scheduledRebalanceMaxDelay": text}})
+    assert group.invalid.startswith("spec.scheduledRebalanceMaxDelay: ")
+    assert "is not a duration" in group.invalid
 
 
 def test_selector_terms_all_have_to_match():

@@ -25,7 +25,7 @@ def test_status_prints_members_and_their_resources(emulated, fleet, operator, mo
     assert "A-0" in out
 
 
-def test_status_of_a_missing_group_is_one_line_and_exit_2(emulated, monkeypatch, capsys):
+def test_status_of_a_missing_group_is_one_line_and_exit_1(emulated, monkeypatch, capsys):
     monkeypatch.setenv("KOOPER_KUBE_API", emulated.url)
-    assert cli.main(["status", "nope"]) == 2
+    assert cli.main(["status", "nope"]) == 1
     assert "not found" in capsys.readouterr().err

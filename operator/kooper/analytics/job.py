@@ -429,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      progress=lambda line: print(line, file=sys.stderr))
     except errors.AnalyticsError as exc:
         print(f"job.py: error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     print(f"wrote {len(result.files)} files to {result.out}")
     return 0
 

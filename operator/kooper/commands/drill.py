@@ -42,10 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="compatible",
                         help="compatible: cooperative; eager: every round stops everything "
                              "(default compatible)")
-    parser.add_argument("--delay-ms", type=options.int_at_least(0),
+    parser.add_argument("--delay", type=options.duration,
                         default=defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS,
-                        metavar="MS",
-                        help="scheduled.rebalance.max.delay.ms (default 300000: 5 minutes)")
+                        metavar="DURATION",
+                        help="scheduledRebalanceMaxDelay, as on the WorkerGroup: 300s, 5m, "
+                             "1m30s, 0s (default 5m)")
     parser.add_argument("--seed", type=int, default=0,
                         help="random seed (chaos: of the first run; default 0)")
     parser.add_argument("--out", type=Path, default=None, metavar="FILE",
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     config = runner.Config(
         pods=pods, connectors=args.connectors, tasks=args.tasks,
         policy=model.Policy(args.policy), protocol=model.Protocol(args.protocol),
-        delay_ms=args.delay_ms, seed=args.seed, sessions=args.sessions,
+        delay_ms=args.delay, seed=args.seed, sessions=args.sessions,
     )
     scenario = scenarios.build(args.scenario, pods, workload(args))
     started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 Argument types raise ``argparse.ArgumentTypeError``, so argparse names the flag
 in its message (``argument --pods: must be at least 1, got -5``). Durations are
-milliseconds inside kooper; people read seconds with their unit
+milliseconds inside kooper; people write them with their unit (``--delay 5s``,
+:func:`duration`, the CRDs' language) and read seconds with their unit
 (:func:`seconds`), machines read the exact milliseconds under ``*_ms`` keys.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kooper.core import errors
+from kooper.core import durations, errors
 
 FORMATS = ("table", "json", "yaml")
 
@@ -51,6 +52,31 @@ def non_negative_float(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
+
+
+def duration(text: str) -> int:
+    """A duration flag (``--delay 5s``, ``1m30s``, ``250ms``) in milliseconds, parsed by
+    ``core.durations``: the same language as the CRDs' duration fields."""
+    try:
+        return durations.parse_ms(text)
+    except errors.InvalidDurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_duration(text: str) -> int:
+    """A :func:`duration` longer than zero."""
+    value = duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be longer than 0s, got {text!r}")
+    return value
+
+
+def whole_seconds(text: str) -> int:
+    """A positive :func:`duration` of whole seconds (a Lease counts in seconds), in seconds."""
+    value = positive_duration(text)
+    if value % 1000:
+        raise argparse.ArgumentTypeError(f"must be whole seconds, such as 15s, got {text!r}")
+    return value // 1000
 
 
 def _int(text: str) -> int:

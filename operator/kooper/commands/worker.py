@@ -19,6 +19,7 @@ import threading
 import time
 from typing import IO
 
+from kooper.commands import options
 from kooper.core import errors, events, model
 from kooper.sdk import client, demo, health, identity, kube
 
@@ -39,43 +40,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="compatible,eager",
         help="protocols to advertise, comma-separated; 'eager' alone models an old worker",
     )
-    parser.add_argument("--start-ms", type=int, default=0, help="demo start latency (ms)")
-    parser.add_argument("--stop-ms", type=int, default=0, help="demo stop latency (ms)")
-    parser.add_argument("--lease-seconds", type=int, default=30, help="leaseDurationSeconds")
-    parser.add_argument("--renew-seconds", type=float, default=10.0, help="renewal period")
+    parser.add_argument("--start-latency", type=options.duration, default=0, metavar="DURATION",
+                        help="how long a demo connector takes to start (default 0s)")
+    parser.add_argument("--stop-latency", type=options.duration, default=0, metavar="DURATION",
+                        help="how long a demo connector takes to stop (default 0s)")
+    parser.add_argument("--lease-duration", type=options.whole_seconds, default=30,
+                        metavar="DURATION",
+                        help="the member Lease's leaseDurationSeconds (default 30s)")
+    parser.add_argument("--renew-interval", type=options.positive_duration, default=10_000,
+                        metavar="DURATION", help="how often the Lease is renewed (default 10s)")
     parser.add_argument(
-        "--tick-seconds",
-        "--poll-seconds",  # its old name: assignments used to be polled, now they are watched
-        dest="tick_seconds",
-        type=float,
-        default=0.5,
-        help="how often the idle main loop wakes (self-fencing check); assignments are watched",
+        "--tick-interval", type=options.positive_duration, default=500, metavar="DURATION",
+        help="how often the idle main loop wakes (self-fencing check); assignments are "
+             "watched (default 500ms)",
     )
     parser.add_argument(
-        "--resync-seconds",
-        type=float,
-        default=30.0,
-        help="safety net under the watch: re-read the assignment this often",
+        "--resync-period", type=options.positive_duration, default=30_000, metavar="DURATION",
+        help="safety net under the watch: re-read the assignment this often (default 30s)",
     )
     parser.add_argument(
-        "--callback-timeout-seconds",
-        type=float,
-        default=30.0,
-        help="longest a start/stop callback may take before it is reported failed",
+        "--callback-timeout", type=options.positive_duration, default=30_000,
+        metavar="DURATION",
+        help="longest a start/stop callback may take before it is reported failed "
+             "(default 30s)",
     )
     parser.add_argument(
-        "--stop-timeout-seconds",
-        type=float,
-        default=None,
+        "--stop-timeout", type=options.positive_duration, default=None, metavar="DURATION",
         help="longest a stop may take; a stop still running past it ends the process "
-        "(default: a third of --lease-seconds)",
+        "(default: a third of --lease-duration)",
     )
     parser.add_argument(
-        "--fence-margin-seconds",
-        type=float,
-        default=None,
+        "--fence-margin", type=options.positive_duration, default=None, metavar="DURATION",
         help="everything is stopped this long before the Lease could expire "
-        "(default: a fifteenth of --lease-seconds)",
+        "(default: a fifteenth of --lease-duration)",
     )
     parser.add_argument("--events-file", help="also append event JSON lines to this file")
     parser.add_argument(
@@ -112,27 +109,17 @@ def parse_protocols(text: str) -> frozenset[model.Protocol]:
 
 def settings_from(args: argparse.Namespace) -> client.Settings:
     """The SDK settings the flags ask for, checked."""
-    if args.lease_seconds < 1 or args.renew_seconds <= 0:
-        raise WorkerUsageError("--lease-seconds and --renew-seconds must be positive")
-    if args.renew_seconds >= args.lease_seconds:
-        raise WorkerUsageError("--renew-seconds must be shorter than --lease-seconds")
-    if args.start_ms < 0 or args.stop_ms < 0:
-        raise WorkerUsageError("--start-ms and --stop-ms must not be negative")
-    if args.tick_seconds <= 0 or args.resync_seconds <= 0:
-        raise WorkerUsageError("--tick-seconds and --resync-seconds must be positive")
-    for flag, value in (("--stop-timeout-seconds", args.stop_timeout_seconds),
-                        ("--fence-margin-seconds", args.fence_margin_seconds)):
-        if value is not None and value <= 0:
-            raise WorkerUsageError(f"{flag} must be positive")
+    if args.renew_interval >= args.lease_duration * 1000:
+        raise WorkerUsageError("--renew-interval must be shorter than --lease-duration")
     return client.Settings(
-        lease_duration_s=args.lease_seconds,
-        renew_interval_s=args.renew_seconds,
-        tick_interval_s=args.tick_seconds,
-        resync_interval_s=args.resync_seconds,
-        callback_timeout_s=args.callback_timeout_seconds,
+        lease_duration_s=args.lease_duration,
+        renew_interval_s=args.renew_interval / 1000,
+        tick_interval_s=args.tick_interval / 1000,
+        resync_interval_s=args.resync_period / 1000,
+        callback_timeout_s=args.callback_timeout / 1000,
         protocols=parse_protocols(args.protocols),
-        stop_timeout_s=args.stop_timeout_seconds,
-        fence_margin_s=args.fence_margin_seconds,
+        stop_timeout_s=None if args.stop_timeout is None else args.stop_timeout / 1000,
+        fence_margin_s=None if args.fence_margin is None else args.fence_margin / 1000,
     )
 
 
@@ -165,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     )
     who = identity.from_env()
     api = kube.Api.from_env()
-    connectors = demo.DemoConnectors(start_ms=args.start_ms, stop_ms=args.stop_ms)
+    connectors = demo.DemoConnectors(start_ms=args.start_latency, stop_ms=args.stop_latency)
     files = [open(path, "a", encoding="utf-8")  # noqa: SIM115
              for path in (args.events_file, incarnation_file(args.events_dir, who))
              if path]

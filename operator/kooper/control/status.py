@@ -14,11 +14,17 @@ Conditions follow the API conventions: ``type``, ``status``, ``reason``
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kooper.control import views
 from kooper.core import backoff, ids, model
+
+REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+"""metav1.Condition's ``reason`` (the CRDs' pattern): the API server refuses any other."""
+MESSAGE_MAX = 32768
+"""metav1.Condition's ``message`` limit (the CRDs' ``maxLength``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,6 +35,11 @@ class Condition:
     status: bool
     reason: str
     message: str
+
+    def __post_init__(self) -> None:
+        """A reason the CRD would refuse is our bug: fail here, not at the API server."""
+        if not REASON.fullmatch(self.reason) or len(self.reason) > 1024:
+            raise ValueError(f"condition {self.type}: reason {self.reason!r} is not CamelCase")
 
 
 def conditions(
@@ -50,8 +61,8 @@ def conditions(
                 "type": condition.type,
                 "status": status,
                 "reason": condition.reason,
-                "message": condition.message,
-                "observedGeneration": generation,
+                "message": condition.message[:MESSAGE_MAX],
+                "observedGeneration": max(0, generation),
                 "lastTransitionTime": now if moved else old.get("lastTransitionTime", now),  # type: ignore[union-attr]
             }
         )

@@ -86,7 +86,7 @@ from kooper.control.outputs import (
     WriteConfigMap,
     WriteStatus,
 )
-from kooper.core import assignor, ids, model
+from kooper.core import assignor, errors, ids, model
 from kooper.protocol import messages
 
 __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
@@ -184,8 +184,14 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     """Decide one round (see the module docstring).
 
     A connector that makes some member's document too large is rejected and the
-    round planned again without it (``control.containment``): it fails alone.
+    round planned again without it (``control.containment``): it fails alone. A
+    WorkerGroup whose spec cannot be acted on (``GroupView.invalid``: a duration an older
+    CRD admitted) raises ``InvalidSpecError`` before anything is decided: nothing is
+    planned from a guessed setting, and the runner's failed-round path reports it on
+    that WorkerGroup alone (``Degraded=True``) and retries until the spec is fixed.
     """
+    if inputs.group.invalid:
+        raise errors.InvalidSpecError(inputs.group.invalid)
     caches = caches if caches is not None else Caches()
     members = frozenset(lease.member for lease in inputs.leases) if memory.rejected \
         else frozenset()

@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from kooper.core import defaults, errors, model
+from kooper.core import defaults, durations, errors, model
 from kooper.protocol import codec, messages
 
 GROUP = "kooper.dev"
@@ -27,8 +26,6 @@ RESTART_TASK_ANNOTATION = "kooper.dev/restart-task"
 CONFIGMAP_PREFIX = "kooper-"
 NO_REPORT = "the Lease has no kooper.dev/report annotation yet"
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 def configmap_name(member: str) -> str:
@@ -36,19 +33,20 @@ def configmap_name(member: str) -> str:
     return f"{CONFIGMAP_PREFIX}{member}"
 
 
-def parse_duration_ms(text: object, default_ms: int) -> int:
-    """A Go-style duration (``"300s"``, ``"5m"``, ``"1m30s"``, ``"0s"``) in milliseconds."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return max(0, int(text * 1000))
-    if not isinstance(text, str) or not text:
-        return default_ms
-    text = text.strip()
-    if text == "0":
-        return 0
-    parts = _DURATION.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
-        return default_ms
-    return int(sum(float(number) * _DURATION_MS[unit] for number, unit in parts))
+def parse_max_delay(spec: Mapping[str, Any]) -> tuple[int, str]:
+    """``spec.scheduledRebalanceMaxDelay`` in ms, and why it is unusable (``""`` when fine).
+
+    Absent means the CRD's default. A value outside ``core.durations``' language (a CRD
+    from an older kooper admitted ``100ns``) is never replaced by the default: the
+    reason fails that WorkerGroup alone (``control.step``).
+    """
+    text = spec.get("scheduledRebalanceMaxDelay")
+    if text is None:
+        return defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS, ""
+    try:
+        return durations.parse_ms(str(text)), ""
+    except errors.InvalidDurationError as exc:
+        return defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS, f"spec.scheduledRebalanceMaxDelay: {exc}"
 
 
 def parse_time_ms(text: object) -> int | None:
@@ -142,6 +140,8 @@ class GroupView:
     """The ``kooper.dev/release-hold`` annotation (``control.rails``)."""
     max_moves_per_round: int | str = defaults.BALANCING_MAX_MOVES_PER_ROUND
     """``spec.balancing.maxMovesPerRound`` (``control.pacing``): a count or ``"25%"``."""
+    invalid: str = ""
+    """Why the spec cannot be acted on (``""``: it can); the group then fails alone."""
 
 
 def parse_group(body: Mapping[str, Any]) -> GroupView:
@@ -150,12 +150,12 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
     spec = body.get("spec") or {}
     protocol = spec.get("protocol", defaults.PROTOCOL)
     policy = spec.get("policy", defaults.POLICY)
+    max_delay_ms, invalid = parse_max_delay(spec)
     settings = model.Settings(
         protocol=model.Protocol(protocol if protocol in ("eager", "compatible")
                                 else defaults.PROTOCOL),
         policy=model.Policy(policy if policy in ("kooper", "kip415") else defaults.POLICY),
-        max_delay_ms=parse_duration_ms(spec.get("scheduledRebalanceMaxDelay"),
-                                       defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS),
+        max_delay_ms=max_delay_ms,
     )
     return GroupView(
         namespace=str(meta.get("namespace", "")),
@@ -173,6 +173,7 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         max_moves_per_round=_moves((spec.get("balancing") or {}).get("maxMovesPerRound")
                                    if isinstance(spec.get("balancing"), Mapping) else None),
         status=dict(body.get("status") or {}),
+        invalid=invalid,
     )
 
 

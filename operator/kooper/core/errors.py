@@ -19,3 +19,12 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """A peer sent something illegal: ignore it, record an Event, keep serving."""
+
+
+class InvalidDurationError(KooperError, ValueError):
+    """A duration outside the one language kooper accepts (``core.durations``)."""
+
+
+class InvalidSpecError(KooperError):
+    """A custom resource's spec that admission let through but kooper cannot act on
+    (a CRD from an older kooper): that object fails alone, with the reason."""

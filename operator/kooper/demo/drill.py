@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from kooper.core import events, model
+from kooper.core import durations, events, model
 from kooper.demo import cluster, pods, recorder
 from kooper.sim import metrics
 
@@ -238,10 +238,11 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
 def worker_args(settings: Settings, *, run: str) -> tuple[str, ...]:
     """``kooper worker`` flags: the demo connectors with the drill's short timings."""
     return ("--demo", "--run", run,
-            "--lease-seconds", str(settings.lease_s),
-            "--renew-seconds", str(max(0.5, settings.lease_s / 5)),
-            "--poll-seconds", "0.2",
-            "--start-ms", str(settings.start_ms), "--stop-ms", str(settings.stop_ms))
+            "--lease-duration", f"{settings.lease_s}s",
+            "--renew-interval", durations.format_ms(max(500, settings.lease_s * 1000 // 5)),
+            "--tick-interval", "200ms",
+            "--start-latency", durations.format_ms(settings.start_ms),
+            "--stop-latency", durations.format_ms(settings.stop_ms))
 
 
 def create_objects(embedded: Cluster, settings: Settings, *, protocol: str,

@@ -42,7 +42,7 @@ REVISION_LABEL = "controller-revision-hash"
 
 
 class DemoError(errors.KooperError):
-    """A demo process died or the drill could not go on: one line, then exit 2."""
+    """A demo process died or the drill could not go on: one line, then exit 1."""
 
 
 def log_tail(path: pathlib.Path, lines: int = 3) -> str:

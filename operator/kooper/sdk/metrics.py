@@ -38,8 +38,13 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 """Histogram bounds (seconds) for callback durations."""
 
 RESOURCE_STATES = ("running", "paused", "failed", "left_running")
-"""``kooper_worker_resource_state`` values: running, held paused, its last callback
-failed (not running), or a start that timed out and whose callback still runs."""
+"""``kooper_worker_resources`` states: running, held paused, its last callback failed
+(not running), or a start that timed out and whose callback still runs."""
+RESOURCE_KINDS = ("connector", "task")
+"""``kooper_worker_resources`` kinds. With the states, a fixed set of series: a member's
+metrics never grow with the number of tasks it runs (no per-resource label: at 100,000
+tasks that would be 100,000 series). Which resource is where is in the Lease report and
+the Connector status."""
 
 Labels = tuple[tuple[str, str], ...]
 _P = ParamSpec("_P")
@@ -139,7 +144,10 @@ class LeaseView(Protocol):
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Snapshot:
     member_state: str = member.MemberState.UNJOINED.value
-    resources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    resources: Mapping[tuple[str, str], int] = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(
+            ((k, s) for k in RESOURCE_KINDS for s in RESOURCE_STATES), 0))
+    """(kind, state) -> how many resources."""
     generation: int = -1
     fenced: bool = False
     fencings: int = 0
@@ -154,6 +162,15 @@ def resource_states(session: sdk_session.Session) -> dict[str, str]:
     states.update(dict.fromkeys(session.paused, "paused"))
     states.update(dict.fromkeys(session.left_running, "left_running"))
     return states
+
+
+def resource_counts(session: sdk_session.Session) -> dict[tuple[str, str], int]:
+    """``(kind, state)`` -> how many resources, every pair present (0 when none)."""
+    counts = {(kind, state): 0 for kind in RESOURCE_KINDS for state in RESOURCE_STATES}
+    instances = session.connector_instances
+    for resource, state in resource_states(session).items():
+        counts["connector" if resource in instances else "task", state] += 1
+    return counts
 
 
 class WorkerMetrics:
@@ -197,7 +214,7 @@ class WorkerMetrics:
         """Take the session's (and Lease keeper's) state: call it from the session's thread."""
         snapshot = _Snapshot(
             member_state=session.state.value,
-            resources=resource_states(session),
+            resources=resource_counts(session),
             generation=session.applied_generation,
             fenced=session.report().fenced,
             fencings=session.fencings,
@@ -212,9 +229,6 @@ class WorkerMetrics:
         with self._lock:
             snap = self._snapshot
             exceptions = dict(self._exceptions)
-        counts = dict.fromkeys(RESOURCE_STATES, 0)
-        for state in snap.resources.values():
-            counts[state] += 1
         return [
             Family("kooper_worker_build_info", "gauge", "The kooper version (always 1)",
                    (("kooper_worker_build_info", (("version", kooper.__version__),), 1),)),
@@ -225,15 +239,10 @@ class WorkerMetrics:
                        float(s.value == snap.member_state)) for s in member.MemberState),
             ),
             Family(
-                "kooper_worker_resource_state", "gauge",
-                "One series per resource this member runs or tried to run, its state a label "
-                "(value always 1)",
-                tuple(("kooper_worker_resource_state", (("resource", r), ("state", s)), 1)
-                      for r, s in sorted(snap.resources.items())),
-            ),
-            Family(
-                "kooper_worker_resources", "gauge", "Resources of this member by state",
-                tuple(("kooper_worker_resources", (("state", s),), n) for s, n in counts.items()),
+                "kooper_worker_resources", "gauge",
+                "Connector instances and tasks of this member by state (a fixed set of series)",
+                tuple(("kooper_worker_resources", (("kind", k), ("state", s)), n)
+                      for (k, s), n in sorted(snap.resources.items())),
             ),
             Family("kooper_worker_assignment_generation", "gauge",
                    "Generation of the last assignment fully applied (-1: none yet)",

@@ -544,6 +544,15 @@ class Session:
         return frozenset(self._paused)
 
     @property
+    def connector_instances(self) -> frozenset[str]:
+        """The resources this member knows as connector instances (the rest are tasks)."""
+        known = {r for wanted in (self._owned, self._target)
+                 for r, w in wanted.items() if w.connector}
+        if self.assignment is not None:
+            known |= self.assignment.assigned.connectors | self.assignment.revoked.connectors
+        return frozenset(known)
+
+    @property
     def left_running(self) -> frozenset[str]:
         """Resources whose start timed out and whose callback has not returned yet."""
         return frozenset(self._zombies)
