@@ -1,6 +1,6 @@
 # kooper images: two targets from one file.
 #
-#   docker build --target operator -t kooper:0.1.0 .         # `kooper run`    (kooper[operator]: kopf, prometheus-client, aiohttp, pyyaml)
+#   docker build --target operator -t kooper:0.1.0 .         # `kooper run`    (kooper[operator]: kopf, kubernetes, prometheus-client, aiohttp, pyyaml)
 #   docker build --target worker   -t kooper-worker:0.1.0 .  # `kooper worker` (plain kooper: the standard library only)
 #
 # The base image is an ARG so releases pin it by digest (a tag can move under you):
@@ -28,7 +28,7 @@ RUN python -m venv /opt/kooper
 FROM build-base AS build-worker
 RUN /opt/kooper/bin/pip install --no-compile . \
     && /opt/kooper/bin/python -m compileall -q /opt/kooper/lib \
-    && /opt/kooper/bin/python -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('kopf', 'pyspark')))"
+    && /opt/kooper/bin/python -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) for m in ('kopf', 'kubernetes', 'aiohttp', 'pyspark')))"
 
 # ---- runtime stages ----
 FROM ${PYTHON_BASE} AS runtime
