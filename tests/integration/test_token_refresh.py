@@ -79,7 +79,8 @@ def round_failures(port: int) -> float:
 
 
 @pytest.fixture
-def operator(cluster, admin, k, crds, namespace, tmp_path)  # noqa: PLR0917 -> Iterator[tuple[int, Path]]:
+def operator(  # noqa: PLR0917
+        cluster, admin, k, crds, namespace, tmp_path) -> Iterator[tuple[int, Path]]:
     """``kooper run`` on a tokenFile kubeconfig, watching ``namespace``; its metrics port."""
     admin.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": SA}})
     binding = f"{namespace}-{SA}"
