@@ -8,10 +8,13 @@ namespace ``kooper``) and these never see each other's objects.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import pathlib
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -76,3 +79,28 @@ def refused(k: tools.Kube, *args: str, input_text: str | None = None) -> str:
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 120) -> Any:
     return tools.wait_for(what, check, timeout_s=timeout_s, interval_s=0.5)
+
+
+@contextlib.contextmanager
+def kooper_run(kubeconfig: pathlib.Path, namespace: str, log: pathlib.Path, *,
+               metrics_port: int = 0) -> Iterator[subprocess.Popen[bytes]]:
+    """``kooper run --kubeconfig`` as a local process watching ``namespace`` (no in-cluster
+    or emulator variables leak in); stopped after, and it must not have crashed."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("KOOPER_", "KUBERNETES_SERVICE", "KUBECONFIG"))}
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kooper", "run", "--kubeconfig", str(kubeconfig),
+             "--namespace", namespace, "--metrics-port", str(metrics_port),
+             "--health-port", "0"],
+            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT / "operator")}, stdout=out,
+            stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+            process.kill()
+            process.wait()
+    assert process.returncode in (0, -15, -9), log.read_text()

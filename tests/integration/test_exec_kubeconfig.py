@@ -4,7 +4,6 @@ file and the namespace taken from the context (no `-n`)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -14,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.integration.conftest import ROOT, wait_for
+from tests.integration.conftest import ROOT, kooper_run, wait_for
 
 pytestmark = pytest.mark.realk8s
 
@@ -57,11 +56,7 @@ def test_status_and_run_with_an_exec_plugin_and_a_relative_ca(cluster, admin, na
     admin.create(groups, {"apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
                           "metadata": {"name": "cloud"},
                           "spec": {"selector": {"matchLabels": {"app": "none"}}}})
-    log = (tmp_path / "operator.log").open("w")
-    operator = kooper("run", "--kubeconfig", str(config), "--namespace", namespace,
-                      "--metrics-port", "0", "--health-port", "0",
-                      stdout=log, stderr=subprocess.STDOUT)
-    try:
+    with kooper_run(config, namespace, tmp_path / "operator.log"):
         wait_for("the operator's first round, logged in by the plugin", lambda: (
             admin.get(f"{groups}/cloud").get("status") or {}).get("observedGeneration"))
         status = kooper("status", "cloud", "--kubeconfig", str(config), "-o", "json",
@@ -70,10 +65,3 @@ def test_status_and_run_with_an_exec_plugin_and_a_relative_ca(cluster, admin, na
         assert status.returncode == 0, err
         shown = json.loads(out)
         assert (shown["namespace"], shown["name"]) == (namespace, "cloud"), shown
-    finally:
-        operator.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            operator.wait(timeout=30)
-        operator.kill()
-        log.close()
-    assert operator.returncode in (0, -15, -9), (tmp_path / "operator.log").read_text()

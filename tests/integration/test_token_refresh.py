@@ -12,18 +12,14 @@ TokenRequest's ``expirationSeconds`` is at least 600 and
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.conftest import ROOT, wait_for
+from tests.integration.conftest import kooper_run, wait_for
 
 from kooper.sdk import apierrors
 from kooper.sdk import kube as kube_api
@@ -96,24 +92,11 @@ def operator(  # noqa: PLR0917
         f"certificate-authority: '{cluster.ca_file}'}}}}]\n"
         "users: [{name: op, user: {tokenFile: token}}]\n")
     port = _free_port()
-    env = {k_: v for k_, v in os.environ.items()
-           if not k_.startswith(("KOOPER_", "KUBERNETES_SERVICE"))}
-    log = (tmp_path / "operator.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kooper", "run", "--kubeconfig", str(kubeconfig),
-         "--namespace", namespace, "--metrics-port", str(port), "--health-port", "0"],
-        cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT / "operator")}, stdout=log,
-        stderr=subprocess.STDOUT)
     try:
-        yield port, token_file
+        with kooper_run(kubeconfig, namespace, tmp_path / "operator.log", metrics_port=port):
+            yield port, token_file
     finally:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=30)
-        process.kill()
-        log.close()
         k.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
-        assert process.returncode in (0, -15, -9), (tmp_path / "operator.log").read_text()
 
 
 def test_a_rejected_token_is_one_relogin_and_the_rounds_go_on(cluster, admin, namespace,
