@@ -356,6 +356,7 @@ def test_only_spec_and_restart_changes_wake_a_group_not_our_own_status_echoes():
 
     class Runner:
         pokes = 0
+        fencing = False
 
         def poke(self):
             self.pokes += 1

@@ -59,6 +59,8 @@ class Inputs:
     """Live members whose ConfigMap someone else changed: ``"edited"`` or ``"deleted"``."""
     leader: str = ""
     """The operator's identity, written into every Assignment."""
+    leader_epoch: int = 0
+    """The leader's fencing token (``shell.leader``; 0: no election), in every document."""
     rollouts: Mapping[Owner, RolloutFacts] = dataclasses.field(default_factory=dict)
     """The update revision of each member pod's owner (``control.rollout.owners_to_read``);
     an owner left out (not read, or not rolling pods) makes no member outdated."""

@@ -329,6 +329,7 @@ def assignment_message(
     incarnation: str,
     member_epoch: int = 0,
     rejoins: int = 0,
+    leader_epoch: int = 0,
 ) -> messages.Assignment:
     """The Assignment a member's ConfigMap carries for this round.
 
@@ -358,6 +359,7 @@ def assignment_message(
         incarnation=incarnation,
         member_epoch=member_epoch,
         rejoins=rejoins,
+        leader_epoch=leader_epoch,
     )
 
 

@@ -352,6 +352,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         epochs=plan.state.epochs, configs=configs, states=states,
         incarnation=plan.state.incarnations.get(member, ""),
         member_epoch=member_epochs[member][1], rejoins=member_epochs[member][2],
+        leader_epoch=inputs.leader_epoch,
     ) for member in sorted(to_write))
     new_state = state.merge_partial(previous, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(

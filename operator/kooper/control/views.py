@@ -23,6 +23,8 @@ MEMBER_LABEL = "kooper.dev/member"
 GROUP_LABEL = "kooper.dev/group"
 RESTART_ANNOTATION = "kooper.dev/restart"
 RESTART_TASK_ANNOTATION = "kooper.dev/restart-task"
+LEADER_EPOCH_ANNOTATION = "kooper.dev/leader-epoch"
+"""On every ConfigMap a leader writes: its term (``shell.leader``), the fence of stale leaders."""
 CONFIGMAP_PREFIX = "kooper-"
 NO_REPORT = "the Lease has no kooper.dev/report annotation yet"
 
@@ -345,6 +347,8 @@ class ConfigMapView:
     member: str
     resource_version: str
     text: str
+    leader_epoch: int = 0
+    """The ``kooper.dev/leader-epoch`` annotation: the term of the leader that wrote it."""
 
 
 def parse_configmap(body: Mapping[str, Any]) -> ConfigMapView:
@@ -358,7 +362,14 @@ def parse_configmap(body: Mapping[str, Any]) -> ConfigMapView:
         member=str(labels.get(MEMBER_LABEL, "")),
         resource_version=str(meta.get("resourceVersion", "")),
         text=str((body.get("data") or {}).get(messages.CONFIGMAP_KEY, "")),
+        leader_epoch=leader_epoch_of(meta),
     )
+
+
+def leader_epoch_of(meta: Mapping[str, Any]) -> int:
+    """The leader epoch annotated on an object's metadata (0: none, or unreadable)."""
+    text = (meta.get("annotations") or {}).get(LEADER_EPOCH_ANNOTATION, "")
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
 
 
 def _fraction(value: object) -> float:

@@ -353,6 +353,8 @@ def encode_assignment(assignment: messages.Assignment) -> str:
         fields["memberEpoch"] = _integer(assignment.member_epoch)
     if assignment.rejoins:
         fields["rejoins"] = _integer(assignment.rejoins)
+    if assignment.leader_epoch:
+        fields["leaderEpoch"] = _integer(assignment.leader_epoch)
     return _within(
         _object_text(fields),
         messages.MAX_ASSIGNMENT_BYTES,
@@ -633,6 +635,7 @@ def _decode_assignment_v1(document: Mapping[str, Any]) -> messages.Assignment:
         incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
         member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
         rejoins=_int(document.get("rejoins", 0), f"{where}.rejoins", minimum=0),
+        leader_epoch=_int(document.get("leaderEpoch", 0), f"{where}.leaderEpoch", minimum=0),
     )
 
 

@@ -75,6 +75,10 @@ class Assignment:
     when the operator issued ``member_epoch``: a worker that fenced itself since acts on
     none of this membership's documents, even one whose epoch it never saw (issued while
     it was cut off, and maybe retired since)."""
+    leader_epoch: int = 0
+    """The fencing token of the operator leader that wrote this document (its leader
+    Lease's term; 0: no leader election). A worker never applies a document from a
+    lower leader epoch than one it has seen: a stalled leader's late writes lose."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

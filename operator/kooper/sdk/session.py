@@ -178,6 +178,8 @@ class Session:
         """Owned resources the callbacks were told to pause."""
         self._needs_assignment = True
         self._member_epoch = 0
+        self._leader_epoch = 0
+        """The highest leader epoch of any document addressed to this incarnation."""
         """The membership epoch of the documents this member acts on (0: none seen)."""
         self._epoch_retired = False
         """Fenced since it adopted ``_member_epoch``: only a newer epoch counts now."""
@@ -208,6 +210,11 @@ class Session:
             )
         if not self.planned_for_us(assignment):
             return False
+        if assignment.leader_epoch < self._leader_epoch:
+            # Written by a leader older than one we heard from: a stalled leader's late
+            # write (docs/protocol.md, "Fencing the leader"). Never applied.
+            return False
+        self._leader_epoch = assignment.leader_epoch
         if not member.accepts_assignments(self.state):
             return False
         epoch = assignment.member_epoch

@@ -83,6 +83,7 @@ class Shell:
         """Whether this replica runs rounds (always, without leader election)."""
         self.elector: leader.Elector | None = None
         self._election: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -105,12 +106,14 @@ class Shell:
             debounce_s=self.config.debounce_s,
             retry_s=self.config.retry_s,
             connector_status=self.config.connector_status,
+            on_lost=self._lost_leadership,
         )
         if self.config.leader_election and self._election is None:
             self.elector = leader.Elector(
                 client=self.context.client, namespace=self.config.leader_namespace,
                 identity=self.config.identity, on_start=self._lead, on_stop=self._step_down,
-                lease_s=self.config.leader_lease_s, renew_s=self.config.leader_renew_s)
+                lease_s=self.config.leader_lease_s, renew_s=self.config.leader_renew_s,
+                epoch_floor=self._epoch_floor)
             self._election = asyncio.get_running_loop().create_task(self.elector.run(),
                                                                     name="leader-election")
         if self.config.gc_freeze and self._freezer is None:
@@ -118,12 +121,33 @@ class Shell:
                 gcfreeze.freeze_when_settled(self.runners.values), name="gc-freeze")
 
     async def _lead(self) -> None:
-        """This replica won the Lease: a runner per known group, each restoring from the API."""
+        """This replica won the Lease: a runner per known group, each fencing the older
+        terms' writes out, then restoring from the API."""
         self.leading = True
         assert self.index_views is not None
+        assert self.context is not None
+        self.context.leader_epoch = self.elector.epoch if self.elector is not None else 0
         for group in self.index_views.groups():
             self.group_seen(group.namespace, group.name, deleted=False, uid=group.uid,
                             generation=group.generation)
+
+    def _epoch_floor(self) -> int:
+        """The newest leader epoch written on any group's status (a recreated Lease's floor)."""
+        if self.index_views is None:
+            return 0
+        found = [group.status.get("leaderEpoch", 0) for group in self.index_views.groups()]
+        return max((e for e in found if isinstance(e, int)), default=0)
+
+    def _lost_leadership(self, why: str) -> None:
+        """A round found a newer leader's epoch: stop every runner now; the elector stands
+        by until the Lease says otherwise."""
+        if not self.leading:
+            return
+        if self.elector is not None:
+            self.elector.leading = False
+        task = asyncio.get_running_loop().create_task(self._step_down(), name="step-down")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _step_down(self) -> None:
         """This replica lost (or gave up) the Lease: stop every runner before anyone leads."""
@@ -178,7 +202,7 @@ class Shell:
             runner = rounds.GroupRunner(self.context, namespace, name)
             self.runners[key] = runner
             runner.start()
-        elif self._groups.get(key) != (uid, generation):
+        elif self._groups.get(key) != (uid, generation) or runner.fencing:
             runner.poke()
         self._groups[key] = (uid, generation)
         return runner

@@ -181,10 +181,14 @@ class Client:
         """The ConfigMap (``apierrors.NotFound`` when absent)."""
         return await self.request("GET", wire.configmap_path(namespace, name))
 
-    async def delete_configmap(self, namespace: str, name: str) -> None:
-        """Delete; absent already is fine."""
+    async def delete_configmap(self, namespace: str, name: str, *,
+                               resource_version: str | None = None) -> None:
+        """Delete (only that version, when given: else 409); absent already is fine."""
+        body = None if resource_version is None else {
+            "apiVersion": "v1", "kind": "DeleteOptions",
+            "preconditions": {"resourceVersion": resource_version}}
         with contextlib.suppress(apierrors.NotFound):
-            await self.request("DELETE", wire.configmap_path(namespace, name),
+            await self.request("DELETE", wire.configmap_path(namespace, name), body=body,
                                kind="configmap")
 
     # --- custom resources -----------------------------------------------------

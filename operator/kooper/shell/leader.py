@@ -15,6 +15,11 @@ group rounds. As in client-go's leader election:
   Lease without knowing) stops leading at once: its runners stop before any
   standby can take over. A new leader restores everything from the API (the
   WorkerGroup status, the ConfigMaps), exactly like an operator restart.
+* That timing rule is a courtesy, not the safety: a stalled process cannot obey it.
+  Each term has an **epoch** (a fencing token): ``leaseTransitions + 1`` as this
+  replica wrote it when it took the Lease, so every term's is greater than every
+  earlier one's. The rounds write it on everything (``shell.writes``), and a leader
+  never replaces what a newer epoch wrote: a stalled leader's late writes fail.
 
 ``decide`` is the pure part (what to do with a read Lease); ``Elector`` does the I/O.
 """
@@ -92,6 +97,11 @@ class Elector:
     transitions: int = 0
     release_on_stop: bool = True
     """Give the Lease up when stopped cleanly (False: leave it to expire, as a crash does)."""
+    epoch: int = 0
+    """This term's fencing token (valid while ``leading``)."""
+    epoch_floor: Callable[[], int] = lambda: 0
+    """The highest epoch seen on the objects (a Lease created anew, after someone deleted
+    it, must still outrank every earlier term)."""
     _record: tuple[str, str] | None = None
     _observed: float = 0.0
     _renewed: float = 0.0
@@ -155,7 +165,9 @@ class Elector:
         spec: dict[str, Any] = {"holderIdentity": self.identity,
                                 "leaseDurationSeconds": self.lease_s, "renewTime": stamp}
         if action is Action.CREATE:
-            spec.update(acquireTime=stamp, leaseTransitions=0)
+            transitions = max(0, self.epoch_floor())
+            spec.update(acquireTime=stamp, leaseTransitions=transitions)
+            self.epoch = transitions + 1
             await self.client.request("POST", self._path(), body={
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace,
@@ -166,14 +178,18 @@ class Elector:
         assert lease is not None
         old = lease.get("spec") or {}
         if action is Action.TAKE_OVER:
-            spec.update(acquireTime=stamp,
-                        leaseTransitions=int(old.get("leaseTransitions") or 0) + 1)
+            transitions = max(int(old.get("leaseTransitions") or 0) + 1, self.epoch_floor())
+            spec.update(acquireTime=stamp, leaseTransitions=transitions)
             self.transitions += 1
+            epoch = transitions + 1
         else:
+            transitions = int(old.get("leaseTransitions") or 0)
             spec.update(acquireTime=old.get("acquireTime") or stamp,
-                        leaseTransitions=int(old.get("leaseTransitions") or 0))
+                        leaseTransitions=transitions)
+            epoch = self.epoch if self.leading else transitions + 1
         body = {**lease, "spec": spec}  # resourceVersion kept: a lost race answers 409
         await self.client.request("PUT", self._path(self.name), body=body, kind="lease")
+        self.epoch = epoch
 
     async def _check_lapsed(self, now: float) -> None:
         if self.leading and now - self._renewed >= self.lease_s - self.renew_s:

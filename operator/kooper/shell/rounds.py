@@ -75,6 +75,10 @@ class Context:
     latest document yet (their reports will change ``running``)."""
     clock: Callable[[], float] = time.time
     """Wall-clock seconds: a step's ``now_ms`` (tests replay recorded rounds with theirs)."""
+    leader_epoch: int = 0
+    """This leader's term (``shell.leader``; 0: no election): runners made now write it."""
+    on_lost: Callable[[str], None] = lambda why: None
+    """Called when a write found a newer leader's epoch: this replica must stop leading."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,7 +109,8 @@ class GroupRunner:
         self.memory: control.Memory | None = None
         """The last step's memory; None: restore from the API next round."""
         self.caches = control.Caches()
-        self.writer = writes.Writer(context.client, namespace, name)
+        self.writer = writes.Writer(context.client, namespace, name,
+                                    epoch=context.leader_epoch)
         self.statuses = connectors.ConnectorStatuses(
             context.client, namespace, delay_s=context.connector_status_delay_s,
             max_wait_s=context.connector_status_max_wait_s, retry_s=context.retry_s)
@@ -135,6 +140,11 @@ class GroupRunner:
     def own_versions(self) -> dict[str, list[str]]:
         """member → resourceVersions of our own last few writes of its ConfigMap."""
         return self.writer.own_versions
+
+    @property
+    def fencing(self) -> bool:
+        """Whether the runner waits for its fencing writes to come back (pokes on any change)."""
+        return self.memory is None and self.writer.epoch > 0
 
     @property
     def patching_connectors(self) -> bool:
@@ -179,6 +189,10 @@ class GroupRunner:
                 await self.round(burst_started=started)
             except asyncio.CancelledError:
                 raise
+            except writes.LostLeadership as exc:
+                logger.warning("%s: %s; standing by", self.key, exc)
+                self.ctx.on_lost(str(exc))
+                return
             except Restart as exc:
                 logger.warning("%s: %s; restoring state from the API", self.key, exc)
                 self.memory = None
@@ -236,7 +250,8 @@ class GroupRunner:
             group=group, pods=list(self.ctx.views.pods(self.namespace)),
             leases=list(self.ctx.views.leases(self.namespace)),
             connectors=list(self.ctx.views.connectors(self.namespace, self.name)),
-            configmaps=configmaps, leader=self.ctx.identity)
+            configmaps=configmaps, leader=self.ctx.identity,
+            leader_epoch=self.writer.epoch)
         owners: dict[control.Owner, control.OwnerFacts] = {}
         for kind, name in sorted(control.owners_to_read(inputs, self.memory)):
             try:
@@ -262,6 +277,10 @@ class GroupRunner:
         group = self.ctx.views.group(self.namespace, self.name)
         if group is None:
             return None
+        if self.memory is None and not await self.writer.fence(group, {
+                cm.member: cm for cm in self.ctx.views.configmaps(self.namespace, self.name)}):
+            self.steps_run += 1
+            return None  # our fencing writes come back through the watch: then restore
         t_read = time.perf_counter()
         now_ms = round(self.ctx.clock() * 1000)
         inputs, memory = await self.gather(group)
