@@ -130,6 +130,15 @@ def test_an_operator_restart_keeps_the_group_balanced_and_its_generation(k, grou
     # The old leader gave the Lease up on its clean stop; one of the new pods takes it.
     wait_for("a leader", lambda: get_json(k, "-n", NS, "leases.coordination.k8s.io",
                                           "kooper-operator-leader")["spec"].get("holderIdentity"))
+    # The new term fenced the group: its epoch on the status and on every ConfigMap.
+    def fenced() -> bool:
+        epoch = group.group_status().get("leaderEpoch", 0)
+        cms = get_json(k, "-n", NS, "configmaps", "-l", "kooper.dev/group=demo")["items"]
+        marks = {(cm["metadata"].get("annotations") or {}).get("kooper.dev/leader-epoch")
+                 for cm in cms}
+        return epoch >= 2 and marks == {str(epoch)}
+
+    wait_for("the new leader's epoch on the status and every ConfigMap", fenced)
 
 
 def test_a_worker_killed_hard_is_replaced_by_the_statefulset_and_rejoins(k, group):
