@@ -6,7 +6,7 @@ kopf) runs a kopf operator against it. See docs/emulator.md.
 """
 
 from kooper.emulator.cluster import EmulatedCluster
-from kooper.emulator.errors import ApiError
+from kooper.emulator.errors import StatusFailure
 from kooper.emulator.resources import BUILTINS, KOOPER_CRDS, ResourceSpec, load_crds
 
-__all__ = ["BUILTINS", "KOOPER_CRDS", "ApiError", "EmulatedCluster", "ResourceSpec", "load_crds"]
+__all__ = ["BUILTINS", "KOOPER_CRDS", "EmulatedCluster", "ResourceSpec", "StatusFailure", "load_crds"]

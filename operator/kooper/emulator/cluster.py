@@ -177,7 +177,7 @@ class EmulatedCluster:
         """A copy of an object, or None if it does not exist."""
         try:
             return copy.deepcopy(self.store.get(self.resolve(ref), namespace or "", name))
-        except errors.ApiError:
+        except errors.StatusFailure:
             return None
 
     def list(self, ref: ResourceRef, *, namespace: str | None = None,
@@ -210,7 +210,7 @@ class EmulatedCluster:
         try:
             return copy.deepcopy(self.store.delete(self.resolve(ref), namespace or "", name,
                                                    propagation=propagation))
-        except errors.ApiError as exc:
+        except errors.StatusFailure as exc:
             if exc.code == 404:
                 return None
             raise

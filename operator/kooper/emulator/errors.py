@@ -1,11 +1,12 @@
-"""API errors, shaped like the API server's `Status` failure bodies."""
+"""The emulated server's failure answers, shaped like the API server's `Status` bodies (server side:
+clients see them as `kooper.sdk.apierrors`)."""
 
 from typing import Any
 
 from kooper.emulator import resources
 
 
-class ApiError(Exception):
+class StatusFailure(Exception):
     """A failed API call: HTTP code, Kubernetes reason and a message for humans."""
 
     def __init__(
@@ -44,32 +45,32 @@ class ApiError(Exception):
         }
 
 
-def not_found(spec: resources.ResourceSpec, name: str) -> ApiError:
+def not_found(spec: resources.ResourceSpec, name: str) -> StatusFailure:
     """404 NotFound for a missing object."""
     qualified = f"{spec.plural}.{spec.group}" if spec.group else spec.plural
-    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', spec=spec, name=name)
+    return StatusFailure(404, "NotFound", f'{qualified} "{name}" not found', spec=spec, name=name)
 
 
-def already_exists(spec: resources.ResourceSpec, name: str) -> ApiError:
+def already_exists(spec: resources.ResourceSpec, name: str) -> StatusFailure:
     """409 AlreadyExists for a create of an existing name."""
-    return ApiError(409, "AlreadyExists", f'{spec.plural} "{name}" already exists',
+    return StatusFailure(409, "AlreadyExists", f'{spec.plural} "{name}" already exists',
                     spec=spec, name=name)
 
 
-def conflict(spec: resources.ResourceSpec, name: str, why: str | None = None) -> ApiError:
+def conflict(spec: resources.ResourceSpec, name: str, why: str | None = None) -> StatusFailure:
     """409 Conflict: optimistic concurrency (stale resourceVersion) or injected."""
     message = why or (
         f'Operation cannot be fulfilled on {spec.plural} "{name}": the object has been '
         "modified; please apply your changes to the latest version and try again")
-    return ApiError(409, "Conflict", message, spec=spec, name=name)
+    return StatusFailure(409, "Conflict", message, spec=spec, name=name)
 
 
-def invalid(spec: resources.ResourceSpec, name: str, why: str) -> ApiError:
+def invalid(spec: resources.ResourceSpec, name: str, why: str) -> StatusFailure:
     """422 Invalid: the request is well-formed but cannot be applied."""
-    return ApiError(422, "Invalid", f'{spec.kind} "{name}" is invalid: {why}', spec=spec,
+    return StatusFailure(422, "Invalid", f'{spec.kind} "{name}" is invalid: {why}', spec=spec,
                     name=name)
 
 
-def bad_request(message: str) -> ApiError:
+def bad_request(message: str) -> StatusFailure:
     """400 BadRequest: a malformed request."""
-    return ApiError(400, "BadRequest", message)
+    return StatusFailure(400, "BadRequest", message)

@@ -141,15 +141,15 @@ class ApiHandler(kmock.KubernetesScaffold):
         spec = self.registry.find(route.group, route.version, route.plural)
         try:
             if spec is None:
-                raise errors.ApiError(404, "NotFound", "the server could not find the requested "
+                raise errors.StatusFailure(404, "NotFound", "the server could not find the requested "
                                       f"resource ({raw.path})")
             return await self._delayed(spec.key, self._serve(raw, spec, route))
-        except errors.ApiError as exc:
+        except errors.StatusFailure as exc:
             return aiohttp.web.json_response(exc.status(), status=exc.code)
         except Exception as exc:  # a bug here must reach the client, not kill the server
             logger.exception("emulator failed on %s %s", raw.method, raw.path_qs)
             return aiohttp.web.json_response(
-                errors.ApiError(500, "InternalError", repr(exc)).status(), status=500)
+                errors.StatusFailure(500, "InternalError", repr(exc)).status(), status=500)
 
     def _describe(self, path: str) -> aiohttp.web.StreamResponse | None:
         """Discovery and OpenAPI v3 documents; None for any other path."""
@@ -172,7 +172,7 @@ class ApiHandler(kmock.KubernetesScaffold):
         else:
             return None
         if document is None:
-            error = errors.ApiError(404, "NotFound", "the server could not find the requested "
+            error = errors.StatusFailure(404, "NotFound", "the server could not find the requested "
                                     f"resource ({path})")
             return aiohttp.web.json_response(error.status(), status=404)
         return aiohttp.web.json_response(document)
@@ -206,10 +206,10 @@ class ApiHandler(kmock.KubernetesScaffold):
         if code is not None:
             reason = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError",
                       503: "ServiceUnavailable", 422: "Invalid"}.get(code, "Injected")
-            raise errors.ApiError(code, reason, f"injected fault: {verb} {spec.plural}",
+            raise errors.StatusFailure(code, reason, f"injected fault: {verb} {spec.plural}",
                                   spec=spec, name=route.name)
         if route.subresource and route.subresource not in spec.subresources:
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested "
+            raise errors.StatusFailure(404, "NotFound", f"the server could not find the requested "
                                   f"resource ({route.subresource} of {spec.plural})", spec=spec)
         namespace = route.namespace if spec.namespaced else None
         name = route.name
@@ -271,7 +271,7 @@ class ApiHandler(kmock.KubernetesScaffold):
         if raw.method == "PATCH" and name is not None:
             content_type = raw.content_type
             if content_type not in _PATCH_TYPES:
-                raise errors.ApiError(415, "UnsupportedMediaType",
+                raise errors.StatusFailure(415, "UnsupportedMediaType",
                                       f"the body of the request was in an unknown format - "
                                       f"accepted media types include: {sorted(_PATCH_TYPES)}")
             if content_type.startswith("application/apply-patch"):
@@ -290,7 +290,7 @@ class ApiHandler(kmock.KubernetesScaffold):
                                       propagation=propagation or "Background",
                                       preconditions=options.get("preconditions"))
             return aiohttp.web.json_response(obj)
-        raise errors.ApiError(405, "MethodNotAllowed",
+        raise errors.StatusFailure(405, "MethodNotAllowed",
                               f"{raw.method} is not supported on {raw.path}")
 
     @staticmethod
@@ -300,7 +300,7 @@ class ApiHandler(kmock.KubernetesScaffold):
             return {}
         if raw.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
             # kubectl sends protobuf for built-in kinds first and falls back to JSON on a 415.
-            raise errors.ApiError(415, "UnsupportedMediaType",
+            raise errors.StatusFailure(415, "UnsupportedMediaType",
                                   f"the body of the request was in an unknown format - "
                                   f"accepted media types include: application/json, "
                                   f"{', '.join(sorted(_PATCH_TYPES))}")
@@ -347,7 +347,7 @@ class ApiHandler(kmock.KubernetesScaffold):
                     deleted.append(self.objects.delete(
                         spec, meta.get("namespace", ""), meta["name"],
                         propagation=propagation or "Background"))
-                except errors.ApiError:
+                except errors.StatusFailure:
                     continue  # collected as a dependent of an earlier item
             _, rv = self.objects.list(spec, namespace, labels, fields)
         return aiohttp.web.json_response({

@@ -106,7 +106,7 @@ class Store:
         return self._rv
 
     def get(self, spec: resources.ResourceSpec, namespace: str, name: str) -> Obj:
-        """The stored object; raises a 404 `ApiError` when absent."""
+        """The stored object; raises a 404 `StatusFailure` when absent."""
         with self.lock:
             obj = self._objects[spec.key].get((self._ns(spec, namespace), name))
             if obj is None:
@@ -246,7 +246,7 @@ class Store:
         with self.lock:
             try:
                 self.get(spec, namespace, name)
-            except errors.ApiError:
+            except errors.StatusFailure:
                 if subresource is not None:
                     raise
                 return self.create(spec, dict(body, metadata=dict(_meta(body), name=name)),
@@ -352,7 +352,7 @@ class Store:
             if _without(new, "metadata", "status") != _without(old, "metadata", "status"):
                 meta["generation"] = old_meta.get("generation", 1) + 1
         else:
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested "
+            raise errors.StatusFailure(404, "NotFound", f"the server could not find the requested "
                                   f"resource ({subresource} of {spec.plural})", spec=spec)
         if new == old:
             return old  # a no-op write: no new resourceVersion, no watch event (as in Kubernetes)
