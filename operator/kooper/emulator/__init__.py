@@ -9,4 +9,6 @@ from kooper.emulator.cluster import EmulatedCluster
 from kooper.emulator.errors import StatusFailure
 from kooper.emulator.resources import BUILTINS, KOOPER_CRDS, ResourceSpec, load_crds
 
-__all__ = ["BUILTINS", "KOOPER_CRDS", "EmulatedCluster", "ResourceSpec", "StatusFailure", "load_crds"]
+__all__ = [
+    "BUILTINS", "KOOPER_CRDS", "EmulatedCluster", "ResourceSpec", "StatusFailure", "load_crds",
+]
