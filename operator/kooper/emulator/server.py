@@ -141,8 +141,8 @@ class ApiHandler(kmock.KubernetesScaffold):
         spec = self.registry.find(route.group, route.version, route.plural)
         try:
             if spec is None:
-                raise errors.StatusFailure(404, "NotFound", "the server could not find the requested "
-                                      f"resource ({raw.path})")
+                raise errors.StatusFailure(404, "NotFound", "the server could not find the "
+                                           f"requested resource ({raw.path})")
             return await self._delayed(spec.key, self._serve(raw, spec, route))
         except errors.StatusFailure as exc:
             return aiohttp.web.json_response(exc.status(), status=exc.code)
