@@ -191,3 +191,13 @@ def test_the_service_variables_name_the_server_as_client_go_reads_them(tmp_path:
     assert six is not None
     assert six.server == "https://[fd00::1]:443"
     assert connections.in_cluster({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, root=tmp_path) is None
+
+
+def test_kooper_status_does_not_import_kopf():
+    import subprocess
+
+    code = ("import sys; from kooper.commands import status; from kooper.shell import "
+            "credentials, kube; print('kopf' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "False"
