@@ -9,6 +9,7 @@ loaded), then the chart installed by the real ``helm``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import subprocess
@@ -49,6 +50,14 @@ def cluster(default_name: str) -> Iterator[tools.Kube]:
                 tools.run("kind", "delete", "cluster", "--name", name, timeout=300)
 
 
+OPERATOR_SPREAD = json.dumps({"podAntiAffinity": {
+    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "operator"}},
+        "topologyKey": "kubernetes.io/hostname"}}]}})
+"""The two operator replicas on two nodes when they can be (preferred: a rolling update's
+surge pod must still schedule), so a failed node takes at most one of them."""
+
+
 def install_chart(kube: tools.Kube, *values: str) -> None:
     """``helm upgrade --install`` the chart with the images kind has loaded."""
     kube.helm(
@@ -56,6 +65,7 @@ def install_chart(kube: tools.Kube, *values: str) -> None:
         "--namespace", NAMESPACE, "--create-namespace",
         "--set", "image.repository=kooper", "--set", "image.tag=0.1.0",
         "--set", "image.pullPolicy=Never",
+        "--set-json", f"operator.affinity={OPERATOR_SPREAD}",
         *values,
         "--wait", "--timeout", "5m",
     )

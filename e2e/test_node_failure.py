@@ -29,7 +29,7 @@ import pytest
 
 from e2e import chaos_log, demo, tools, worker_rows
 
-pytestmark = [pytest.mark.e2e, pytest.mark.kind_tier, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 MOVED_TIMEOUT_S = 240
 """Lease (15 s) + clock skew (5 s) + the delay (30 s at most) + the roll-call, with room."""
@@ -38,13 +38,19 @@ MOVED_TIMEOUT_S = 240
 @pytest.fixture
 def fresh(group):
     """The baseline, with the members spread over both worker nodes (a node that was
-    NotReady when its pods were created, or evicted them, may leave them on one)."""
+    NotReady when its pods were created, or evicted them, may leave them on one), and the
+    two operator replicas on two nodes."""
     group.baseline()
     if len(member_pods_by_node(group)) < 2:
         group.k("rollout", "restart", f"statefulset/{demo.STATEFULSET}")
         group.rollout_status()
         group.wait_balanced(demo.REPLICAS)
     assert len(member_pods_by_node(group)) == 2, member_pods_by_node(group)
+    if len(set(operator_nodes(group).values())) < 2:
+        group.k("rollout", "restart", "deployment/kooper")
+        group.k("rollout", "status", "deployment/kooper", "--timeout=300s", timeout=330)
+    assert len(set(operator_nodes(group).values())) == 2, operator_nodes(group)
+    tools.wait_for("an operator leader", group.operator_leader, timeout_s=120)
     return group
 
 
@@ -60,13 +66,24 @@ def member_pods_by_node(g: demo.Demo) -> dict[str, list[str]]:
     return out
 
 
-def node_to_fail(g: demo.Demo) -> str:
-    """A worker node that hosts members but not the leading operator (taking the leader
-    down with a node is the fenced-leader drill's, not this one's)."""
+def operator_nodes(g: demo.Demo) -> dict[str, str]:
+    """Operator pod → its node."""
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
+            for p in g.json("pods", "-l", "app.kubernetes.io/component=operator")["items"]
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+def leader_node(g: demo.Demo) -> str:
     leader_pod = g.operator_leader().split("/", 1)[0]
-    leader_node = g.json("pod", leader_pod)["spec"]["nodeName"] if leader_pod else ""
-    candidates = sorted(n for n in member_pods_by_node(g) if n != leader_node)
-    assert candidates, f"every member runs on the leader's node {leader_node}"
+    return operator_nodes(g).get(leader_pod, "")
+
+
+def node_to_fail(g: demo.Demo, *, leader: bool = False) -> str:
+    """A worker node that hosts members: the leading operator's (``leader``), or one
+    without it (the member-only drills)."""
+    lead = leader_node(g)
+    candidates = sorted(n for n in member_pods_by_node(g) if (n == lead) == leader)
+    assert candidates, f"no member node {'with' if leader else 'without'} the leader ({lead})"
     return candidates[0]
 
 
@@ -103,13 +120,16 @@ def pod_of(incarnation: str) -> str:
     return incarnation.split(".", 1)[0]
 
 
-def fail_node(g: demo.Demo, drill: str, how: str) -> tuple[
+def fail_node(g: demo.Demo, drill: str, how: str, *, leader: bool = False) -> tuple[
         list[chaos_log.Run], list[chaos_log.ProcessRow], set[str], int]:
-    """Fail a node as ``FAULTS[how]`` says, wait until its work runs elsewhere and the
-    node is NotReady, heal it, wait until the group is whole again. Returns the runs,
-    the process rows, the failed node's incarnations and the heal time."""
+    """Fail a node as ``FAULTS[how]`` says (the leading operator's, with ``leader``), wait
+    until its work runs elsewhere (and, with ``leader``, the standby leads under a newer
+    epoch) and the node is NotReady, heal it, wait until the group is whole again.
+    Returns the runs, the process rows, the failed node's incarnations and the heal time."""
     fail, heal, frozen = FAULTS[how]
-    node = node_to_fail(g)
+    node = node_to_fail(g, leader=leader)
+    old_leader = g.operator_leader()
+    old_epoch = int(g.group_status().get("leaderEpoch") or 0)
     on_node = member_pods_by_node(g)[node]
     assert g.kube.events_dir is not None
     pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
@@ -125,6 +145,11 @@ def fail_node(g: demo.Demo, drill: str, how: str) -> tuple[
         try:
             if frozen:
                 processes += [chaos_log.ProcessRow(start, i, pod_of(i), "freeze") for i in failed]
+            if leader:
+                tools.wait_for("the standby to lead under a newer epoch", lambda: (
+                    g.operator_leader() not in ("", old_leader)
+                    and int(g.group_status().get("leaderEpoch") or 0) > old_epoch),
+                    timeout_s=MOVED_TIMEOUT_S, interval_s=0.5)
             tools.wait_for(f"the work of {', '.join(on_node)} running off {node}",
                            lambda: moved_off(g, failed, start, expected,
                                              processes=processes, current=current),
@@ -143,6 +168,7 @@ def fail_node(g: demo.Demo, drill: str, how: str) -> tuple[
     return runs_since(g, start, processes, current), processes, failed, healed
 
 
+@pytest.mark.kind_tier
 def test_a_partitioned_node_s_members_fence_before_their_work_starts_elsewhere(fresh):
     runs, processes, failed, _ = fail_node(fresh, "node-partitioned", "partition")
     overlaps = chaos_log.overlaps(runs, processes)
@@ -153,6 +179,7 @@ def test_a_partitioned_node_s_members_fence_before_their_work_starts_elsewhere(f
     assert chaos_log.lost(runs, fresh.expected()) == []
 
 
+@pytest.mark.kind_tier
 def test_a_frozen_node_s_work_moves_fenced_by_epoch_and_the_thawed_members_stop_it(fresh):
     runs, processes, failed, thawed = fail_node(fresh, "node-frozen", "freeze")
     # A thawed member whose Lease went unrenewed while it may still run work ends its
@@ -172,4 +199,31 @@ def test_a_frozen_node_s_work_moves_fenced_by_epoch_and_the_thawed_members_stop_
     assert all(r.ended_by in ("stop", "exit") and r.end_ms >= thawed for r in frozen_runs), (
         frozen_runs)
     print(f"node-frozen: {len(overlaps)} overlaps with a frozen member, all fenced by epoch")
+    assert chaos_log.lost(runs, fresh.expected()) == []
+
+
+@pytest.mark.kind_tier
+def test_the_leader_s_node_frozen_its_late_writes_are_fenced_and_nothing_runs_twice(fresh):
+    """The leading operator's node frozen (``docker pause``) with members on it: the
+    standby takes over under a newer epoch and moves the work; the thawed leader resumes
+    mid-round, and whatever it still writes is refused (docs/protocol.md, "Fencing the
+    leader"): the only overlaps are with the frozen members' own tasks (fenced by epoch),
+    none between members the old leader could still write to."""
+    runs, processes, _, _ = fail_node(fresh, "leader-node-frozen", "freeze", leader=True)
+    overlaps = chaos_log.overlaps(runs, processes)
+    unfenced = [o for o in overlaps if not chaos_log.while_frozen(o, processes)]
+    assert unfenced == [], "\n".join(o.describe() for o in unfenced)
+    assert chaos_log.epoch_regressions(runs) == []
+    assert chaos_log.lost(runs, fresh.expected()) == []
+
+
+def test_the_leader_s_node_partitioned_the_standby_leads_and_nothing_runs_twice(fresh):
+    """The leading operator's node cut off the network with members on it: they fence,
+    the standby leads under a newer epoch and moves their work; the old leader, back,
+    stands by."""
+    runs, processes, _, _ = fail_node(fresh, "leader-node-partitioned", "partition",
+                                           leader=True)
+    overlaps = chaos_log.overlaps(runs, processes)
+    assert overlaps == [], "\n".join(o.describe() for o in overlaps)
+    assert chaos_log.epoch_regressions(runs) == []
     assert chaos_log.lost(runs, fresh.expected()) == []
