@@ -8,7 +8,8 @@ Conditions follow the API conventions: ``type``, ``status``, ``reason``
 * ``Rebalancing``: revocations are out, members have not applied their latest
   assignment yet, or a scheduled-rebalance delay is pending.
 * ``Degraded``: work is unassigned, or the input is wrong (a selector that matches
-  no pod, malformed reports, members claiming work they were never given).
+  no pod, malformed reports, members claiming work they were never given, a spec
+  the operator cannot act on: ``refused_conditions``).
 """
 
 from __future__ import annotations
@@ -176,6 +177,19 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
     else:
         ready = Condition("Ready", False, rebalancing.reason, rebalancing.message)
     return [ready, rebalancing, degraded]
+
+
+INVALID_SPEC = "InvalidSpec"
+"""The reason (condition, Event, ``kooper_bad_inputs_total``) of a WorkerGroup spec that
+admission let through but the operator cannot act on (``GroupView.invalid``)."""
+
+
+def refused_conditions(why: str) -> tuple[Condition, ...]:
+    """Ready / Degraded of a WorkerGroup whose spec cannot be acted on (nothing is planned);
+    ``why`` names the field and its value (``views.parse_group``)."""
+    message = f"{why}; nothing is planned for this group until the spec is fixed"
+    return (Condition("Ready", False, INVALID_SPEC, message),
+            Condition("Degraded", True, INVALID_SPEC, message))
 
 
 def group_status(
