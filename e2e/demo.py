@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from e2e import invariants, recorder, tools
+from kooper.control import views
 from kooper.protocol import codec, messages
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -133,7 +134,7 @@ class Demo:
         """Every resource the Connectors ask for: the instances and their tasks."""
         out = set()
         for conn in self.json("connectors")["items"]:
-            if conn["spec"].get("state", "running") == "stopped":
+            if views.connector_state(conn["spec"].get("state")) == "stopped":
                 continue
             name = conn["metadata"]["name"]
             out.add(name)

@@ -8,6 +8,8 @@ import kubernetes_validate
 import pytest
 from tests.chart import conftest, crdschema
 
+from kooper.control import status, views
+
 
 def wg(**spec):
     base = {"selector": {"matchLabels": {"app": "w"}}}
@@ -112,7 +114,21 @@ def test_workergroup_defaults_fill_every_setting(crds):
 def test_connector_defaults_to_one_running_task(crds):
     stored, errors = crdschema.admit(crds["Connector"], conn())
     assert errors == []
-    assert stored["spec"] == {"workerGroup": "g", "tasksMax": 1, "state": "running"}
+    assert stored["spec"] == {"workerGroup": "g", "tasksMax": 1, "state": "Running"}
+
+
+@pytest.mark.parametrize("state", ["Running", "Paused", "Stopped", "running", "paused",
+                                   "stopped"])
+def test_connector_state_is_camel_case_and_the_older_lowercase_still_admitted(crds, state):
+    assert crdschema.admit(crds["Connector"], conn(state=state))[1] == []
+
+
+def test_the_crds_state_enums_are_the_ones_the_operator_reads_and_writes(crds):
+    schema = crdschema.version_schema(crds["Connector"])["properties"]
+    spec_enum = schema["spec"]["properties"]["state"]["enum"]
+    assert spec_enum == [*views.CONNECTOR_STATES, *views.CONNECTOR_STATES.values()]
+    task_enum = schema["status"]["properties"]["tasks"]["items"]["properties"]["state"]["enum"]
+    assert task_enum == [*status.TASK_STATES, *(s.upper() for s in status.TASK_STATES)]
 
 
 @pytest.mark.parametrize("delay", ["0s", "300s", "5m", "1h30m", "1.5s", "250ms"])
@@ -164,6 +180,7 @@ BAD_CONNECTORS = [
     ({"tasksMax": -1}, "tasksMax must be between 0 and 10000"),
     ({"tasksMax": 10001}, "tasksMax must be between 0 and 10000"),
     ({"state": "deleted"}, "is not one of"),
+    ({"state": "RUNNING"}, "is not one of"),
     ({"config": {"retries": 3}}, "is not of type 'string'"),
 ]
 

@@ -80,7 +80,7 @@ def connector_documents() -> list[dict[str, Any]]:
                              next_at_ms=T0)
     failed = {"c": failures.entry(record, worker="w0"), "c-1": failures.entry(record,
                                                                            worker="w0")}
-    assert failed["c"]["state"] == "FAILED"
+    assert failed["c"]["state"] == "Failed"
     built = [
         status.connector_status(
             connector, holders={"c-0": "w0", "c-1": "w0"}, owned={"c-0": "w0"},

@@ -45,6 +45,6 @@ def test_the_operator_reads_an_empty_spec_with_the_same_defaults():
     assert (group.lease_duration_s, group.clock_skew_s) == (defaults.LEASE_DURATION_S,
                                                             defaults.CLOCK_SKEW_S)
     connector = views.parse_connector({"metadata": {"name": "c"}, "spec": {}})
-    assert (connector.tasks_max, connector.state) == (defaults.TASKS_MAX,
-                                                      defaults.CONNECTOR_STATE)
+    assert (connector.tasks_max, connector.state) == (defaults.TASKS_MAX, "running")
+    assert views.CONNECTOR_STATES[defaults.CONNECTOR_STATE] == "running"
     assert model.Settings().max_delay_ms == defaults.SCHEDULED_REBALANCE_MAX_DELAY_MS

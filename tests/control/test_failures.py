@@ -1,9 +1,11 @@
-"""Failed instances and tasks in ``control.step``: FAILED, automatic restarts with backoff,
+"""Failed instances and tasks in ``control.step``: Failed, automatic restarts with backoff,
 restarts by hand, and what a restarted operator reads back (tables of steps)."""
 
 from __future__ import annotations
 
 import dataclasses
+
+import pytest
 
 from kooper.control import failures, modelled, status, views
 from kooper.control import step as control
@@ -135,10 +137,10 @@ def test_a_failed_start_shows_failed_with_the_error_and_degrades_connector_and_g
     group = Group(Member("a", failing={"A-1": "boom: no such table"}))
     decided = group.settle()  # the last step read the report: the failure is judged
     found = group.task_status()
-    assert tasks_of(found)["A-1"]["state"] == "FAILED"
+    assert tasks_of(found)["A-1"]["state"] == "Failed"
     assert tasks_of(found)["A-1"]["error"] == "boom: no such table"
     assert tasks_of(found)["A-1"]["restarts"] == 0
-    assert tasks_of(found)["A-0"]["state"] == "RUNNING"
+    assert tasks_of(found)["A-0"]["state"] == "Running"
     conditions = {c.type: c for c in found["conditions"]}  # type: ignore[attr-defined]
     assert (conditions["Ready"].status, conditions["Degraded"].status) == (False, True)
     assert conditions["Degraded"].reason == "Failed"
@@ -179,7 +181,7 @@ def test_automatic_restarts_back_off_exponentially_then_the_task_stays_failed():
     assert "RestartsExhausted" in reasons(judged)
     assert not planned_restarts(group)
     found = tasks_of(group.task_status())["A-1"]
-    assert (found["state"], found["restarts"]) == ("FAILED", 3)
+    assert (found["state"], found["restarts"]) == ("Failed", 3)
     assert "nextRestart" not in found
     assert group.step(at_ms=10**9).configmap_writes == ()  # never again by itself
 
@@ -193,7 +195,7 @@ def test_a_task_that_runs_again_after_a_restart_is_running_and_keeps_its_count()
     group.step(at_ms=10_000)  # the restart is written, and this time the start works
     decided = group.step(at_ms=10_000)
     found = tasks_of(group.task_status())["A-1"]
-    assert found["state"] == "RUNNING"
+    assert found["state"] == "Running"
     assert found["restarts"] == 1
     assert decided.metrics.failed_resources == 0
     # Long enough without failing: the count starts afresh.
@@ -208,7 +210,7 @@ def test_disabled_auto_restart_leaves_the_task_failed():
     group.step()
     assert not planned_restarts(group)
     assert group.step(at_ms=10**9).configmap_writes == ()
-    assert tasks_of(group.task_status())["A-0"]["state"] == "FAILED"
+    assert tasks_of(group.task_status())["A-0"]["state"] == "Failed"
 
 
 def test_a_failed_connector_instance_is_failed_in_status_instance():
@@ -216,7 +218,7 @@ def test_a_failed_connector_instance_is_failed_in_status_instance():
     group.settle()
     group.step()
     found = group.task_status()
-    assert found["instance"] == {"worker": "a", "state": "FAILED", "error": "instance boom",
+    assert found["instance"] == {"worker": "a", "state": "Failed", "error": "instance boom",
                                  "restarts": 0, "nextRestart": views.format_time(10_000)}
     restarted = group.step(at_ms=10_000)
     assert restarted.configmap_writes[0].epochs["A"] == 2
@@ -227,7 +229,7 @@ def test_restart_task_annotation_restarts_an_exhausted_task_once_per_value():
     group = Group(member, connectors=[connector(max_restarts=0)])
     group.settle()
     group.step()
-    assert tasks_of(group.task_status())["A-1"]["state"] == "FAILED"
+    assert tasks_of(group.task_status())["A-1"]["state"] == "Failed"
     member.failing.clear()
     group.connectors = [connector(max_restarts=0, restart_task="1")]
     asked = group.step(at_ms=5_000)
@@ -238,7 +240,7 @@ def test_restart_task_annotation_restarts_an_exhausted_task_once_per_value():
     assert "TaskRestartRequested" in reasons(asked)
     group.step()
     found = group.task_status()
-    assert tasks_of(found)["A-1"]["state"] == "RUNNING"
+    assert tasks_of(found)["A-1"]["state"] == "Running"
     assert found["taskRestart"] == {"observed": "1"}
     assert group.step(at_ms=6_000).configmap_writes == ()  # the same value: done
     again = Group(member, connectors=[connector(max_restarts=0, restart_task="1",
@@ -255,7 +257,7 @@ def test_a_restarted_operator_keeps_the_restart_count_from_the_connector_status(
     for _ in range(4):
         group.step()
     found = group.task_status()
-    assert (tasks_of(found)["A-1"]["state"], tasks_of(found)["A-1"]["restarts"]) == ("FAILED", 2)
+    assert (tasks_of(found)["A-1"]["state"], tasks_of(found)["A-1"]["restarts"]) == ("Failed", 2)
     # A new operator: the planner state as ``restored`` reads it back (tested with the
     # step's tables), and nothing else: the failures come from the Connector status.
     planner = group.memory
@@ -268,7 +270,43 @@ def test_a_restarted_operator_keeps_the_restart_count_from_the_connector_status(
     assert not any("TaskRestarted" in reasons(s) for s in steps)  # none past maxRestarts
     assert not planned_restarts(fresh)
     found = tasks_of(fresh.task_status())["A-1"]
-    assert (found["state"], found["restarts"]) == ("FAILED", 2)
+    assert (found["state"], found["restarts"]) == ("Failed", 2)
+
+
+@pytest.mark.parametrize(("running", "failed"), [("Running", "Failed"), ("RUNNING", "FAILED")])
+def test_a_failed_entry_is_read_back_whichever_casing_wrote_it(running, failed):
+    # RUNNING, FAILED: the status of a kooper from before the CamelCase states, still stored.
+    older = connector(status_={
+        "tasks": [{"id": "A-0", "worker": "a", "state": running, "epoch": 1},
+                  {"id": "A-1", "worker": "a", "state": failed, "error": "boom",
+                   "restarts": 3, "epoch": 4}],
+        "instance": {"worker": "a", "state": failed, "error": "instance boom", "restarts": 1}})
+    book = failures.restore([older])
+    assert sorted(book) == ["A", "A-1"]
+    assert (book["A-1"].failing, book["A-1"].restarts, book["A-1"].error) == (True, 3, "boom")
+    assert (book["A"].failing, book["A"].restarts) == (True, 1)
+
+
+def test_an_upgraded_operator_keeps_an_older_kooper_s_failed_task_failed_and_rewrites_it():
+    member = Member("a", failing={"A-1": "boom"})
+    group = Group(member, connectors=[connector(max_restarts=2, backoff_s=0)])
+    group.settle()
+    for _ in range(4):
+        group.step()
+    found = group.task_status()
+    older = {**found, "tasks": [{**task, "state": task["state"].upper()}
+                                for task in found["tasks"]]}  # type: ignore[attr-defined]
+    assert {task["state"] for task in older["tasks"]} == {"RUNNING", "FAILED"}
+    planner = group.memory
+    fresh = Group(member, connectors=[connector(max_restarts=2, backoff_s=0, status_=older)],
+                  memory=control.Memory(state=planner.state, given=planner.given,
+                                        configmaps=planner.configmaps))
+    fresh.now_ms = group.now_ms
+    steps = [fresh.step() for _ in range(3)]
+    assert not any("TaskRestarted" in reasons(s) for s in steps)  # still past maxRestarts
+    rewritten = tasks_of(fresh.task_status())
+    assert (rewritten["A-1"]["state"], rewritten["A-1"]["restarts"]) == ("Failed", 2)
+    assert rewritten["A-0"]["state"] == "Running"
 
 
 def test_a_restart_whose_configmap_write_failed_is_made_again():

@@ -81,6 +81,46 @@ def test_defaults_are_filled_in_and_printer_columns_shown(k, namespace):
     assert "PROTOCOL" in header
 
 
+def connector(**spec):
+    return yaml.safe_dump({"apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
+                           "metadata": {"name": "c"}, "spec": {"workerGroup": "g", **spec}})
+
+
+def test_connector_state_is_camel_case_by_default_and_the_older_lowercase_still_stored(
+        k, namespace):
+    k.kubectl("apply", "-n", namespace, "-f", "-", input_text=connector())
+    assert get_json(k, "-n", namespace, "connector", "c")["spec"]["state"] == "Running"
+    header, row = k.kubectl("get", "-n", namespace, "kconn", "c").splitlines()
+    assert "STATE" in header.split()
+    assert "Running" in row.split()  # the printer column (no status yet: empty columns)
+    for state in ("Paused", "stopped"):  # stopped: as a Connector stored by an earlier kooper
+        k.kubectl("apply", "-n", namespace, "-f", "-", input_text=connector(state=state))
+        assert get_json(k, "-n", namespace, "connector", "c")["spec"]["state"] == state
+    err = refused(k, "apply", "-n", namespace, "-f", "-", input_text=connector(state="PAUSED"))
+    assert 'spec.state: Unsupported value: "PAUSED"' in err
+
+
+def test_a_connector_status_an_earlier_kooper_wrote_stays_valid_next_to_the_new_states(
+        k, namespace):
+    k.kubectl("apply", "-n", namespace, "-f", "-", input_text=connector(tasksMax=2))
+    older = {"tasks": [{"id": "c-0", "state": "RUNNING"}, {"id": "c-1", "state": "FAILED"}]}
+    newer = {"tasks": [{"id": "c-0", "state": "Running"}, {"id": "c-1", "state": "Failed"}]}
+    for document in (older, newer):
+        stored = json.loads(k.kubectl(
+            "patch", "-n", namespace, "connector", "c", "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": document}), "-o", "json"))["status"]
+        assert stored["tasks"] == document["tasks"]
+    # An older status stays updatable: a later patch of another field is admitted.
+    k.kubectl("patch", "-n", namespace, "connector", "c", "--subresource=status",
+              "--type=merge", "-p", json.dumps({"status": older}))
+    k.kubectl("patch", "-n", namespace, "connector", "c", "--subresource=status",
+              "--type=merge", "-p", json.dumps({"status": {"running": 1}}))
+    err = refused(k, "patch", "-n", namespace, "connector", "c", "--subresource=status",
+                  "--type=merge", "-p",
+                  json.dumps({"status": {"tasks": [{"id": "c-0", "state": "failed"}]}}))
+    assert "status.tasks[0].state" in err
+
+
 def test_kubectl_explain_reads_the_published_schema(k):
     out = k.kubectl("explain", "workergroup.spec.scheduledRebalanceMaxDelay")
     assert "scheduled.rebalance.max.delay.ms" in out

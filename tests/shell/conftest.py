@@ -109,7 +109,7 @@ def make_group(emulated: cluster.EmulatedCluster, name: str = "wg", *, delay: st
 
 
 def make_connector(emulated: cluster.EmulatedCluster, name: str, tasks: int, *,
-                   group: str = "wg", state: str = "running") -> dict[str, Any]:
+                   group: str = "wg", state: str = "Running") -> dict[str, Any]:
     return emulated.create("connectors", {
         "metadata": {"name": name},
         "spec": {"workerGroup": group, "tasksMax": tasks, "state": state,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import time
 
+import prometheus_client
 from tests.shell.conftest import (
     condition,
     events,
@@ -114,8 +117,20 @@ def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settled again")
 
 
+def _invalid_spec_count():
+    return prometheus_client.REGISTRY.get_sample_value(
+        "kooper_bad_inputs_total", {"reason": "InvalidSpec"}) or 0.0
+
+
+def _odd_configmaps(emulated):
+    return [cm for cm in emulated.list("configmaps", namespace="default")
+            if (cm["metadata"].get("labels") or {}).get("kooper.dev/group") == "odd"]
+
+
 def test_a_max_delay_an_older_crd_admitted_fails_that_group_alone_until_it_is_fixed(
-        emulated, fleet, operator):
+        emulated, fleet, operator, caplog):
+    caplog.set_level(logging.WARNING, logger="kooper.shell")
+    counted = _invalid_spec_count()
     # The emulator checks no patterns: like a CRD from before durations.PATTERN, it stores it.
     make_group(emulated, "odd", delay="100ns")
     make_connector(emulated, "B", 2, group="odd")
@@ -125,11 +140,36 @@ def test_a_max_delay_an_older_crd_admitted_fails_that_group_alone_until_it_is_fi
     wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="the good group")
     degraded = wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded"),
                         what="the odd group's condition")
-    assert degraded["status"] == "True"
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
     assert "spec.scheduledRebalanceMaxDelay: '100ns' is not a duration" in degraded["message"]
+    assert condition(group_status(emulated, "odd"), "Ready")["reason"] == "InvalidSpec"
     assert "delay" not in group_status(emulated, "odd")  # nothing planned from a guess
+    # More rounds of the same bad spec: no second Event, no second count, no retries.
+    runner = operator.shell.runners[("default", "odd")]
+    steps = runner.steps_run
+    for tasks in (3, 4, 5):  # a Connector spec change pokes its group's runner
+        emulated.patch("connectors", "B", {"spec": {"tasksMax": tasks}}, namespace="default")
+        time.sleep(0.2)
+    wait_for(lambda: runner.steps_run >= steps + 2, what="more steps of the odd group")
+    (event,) = wait_for(lambda: events(emulated, "InvalidSpec"), what="the Event")
+    assert event["type"] == "Warning"
+    assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == (
+        "WorkerGroup", "odd")
+    assert "'100ns'" in event["message"]
+    assert _invalid_spec_count() == counted + 1
+    assert runner.round_failures == 0
+    assert _odd_configmaps(emulated) == []
+    assert not [r for r in caplog.records if r.exc_info or "round failed" in r.getMessage()]
+    # Another bad value is another bad input: reported once more.
+    emulated.patch("workergroups", "odd", {"spec": {"scheduledRebalanceMaxDelay": "500us"}},
+                   namespace="default")
+    wait_for(lambda: len(events(emulated, "InvalidSpec")) == 2, what="the second Event")
+    wait_for(lambda: "'500us'" in condition(group_status(emulated, "odd"), "Degraded")
+             ["message"], what="the condition names the new value")
+    assert _invalid_spec_count() == counted + 2
     emulated.patch("workergroups", "odd", {"spec": {"scheduledRebalanceMaxDelay": "0s"}},
                    namespace="default")
     wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded").get("status")
              == "False", what="the fixed group converges")
     assert group_status(emulated, "odd")["conditions"]
+    assert len(events(emulated, "InvalidSpec")) == 2

@@ -36,7 +36,7 @@ def test_first_join_assigns_every_task_and_reports_ready(emulated, fleet, operat
                     and emulated.get("connectors", "A", namespace="default")["status"],
                     what="Connector status")
     assert [t["id"] for t in conn["tasks"]] == ["A-0", "A-1", "A-2", "A-3"]
-    assert all(t["state"] == "RUNNING" and t["epoch"] >= 1 for t in conn["tasks"])
+    assert all(t["state"] == "Running" and t["epoch"] >= 1 for t in conn["tasks"])
     wait_for(lambda: events(emulated, "RebalanceCompleted"), what="event")
     # The first round rehearsed a departure once (warming the assignor's cache);
     # the rounds that took in the members' reports did not rehearse again.

@@ -112,10 +112,22 @@ def test_stopped_connector_keeps_its_instance_and_paused_keeps_its_tasks():
         return views.parse_connector({"metadata": {"name": name, "namespace": "d"},
                                       "spec": {"workerGroup": "wg", "tasksMax": 3,
                                                "state": state}})
-    counts, states = snapshot.wanted([conn("A", "running"), conn("B", "paused"),
-                                      conn("C", "stopped")])
+    counts, states = snapshot.wanted([conn("A", "Running"), conn("B", "Paused"),
+                                      conn("C", "Stopped")])
     assert counts == {"A": 3, "B": 3, "C": 0}
-    assert states == {"B": "paused", "C": "stopped"}
+    assert states == {"B": "paused", "C": "stopped"}  # the Assignment's lowercase states
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("Running", "running"), ("Paused", "paused"), ("Stopped", "stopped"),
+    # Objects stored under the CRD of an earlier kooper: the same meaning.
+    ("running", "running"), ("paused", "paused"), ("stopped", "stopped"),
+    # Never admitted: the CRD's default.
+    ("PAUSED", "running"), ("exploded", "running"), (None, "running"), (3, "running"),
+])
+def test_spec_state_is_read_in_either_casing_the_crd_admits(written, read):
+    spec = {"workerGroup": "wg"} if written is None else {"workerGroup": "wg", "state": written}
+    assert views.parse_connector({"metadata": {"name": "A"}, "spec": spec}).state == read
 
 
 def _converged_plan():

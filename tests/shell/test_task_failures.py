@@ -1,4 +1,4 @@
-"""A task whose start fails, on the real operator: FAILED with the error in the Connector
+"""A task whose start fails, on the real operator: Failed with the error in the Connector
 status, Degraded, Events and metrics, automatic restarts up to ``autoRestart.maxRestarts``
 (the count survives an operator restart), then ``kooper.dev/restart-task`` by hand."""
 
@@ -51,12 +51,12 @@ def test_a_failing_task_is_failed_restarted_with_backoff_then_stays_failed_until
         }, namespace=NS)
         worker = fleet.add("w-0", failing={"A-1": "boom: no such table"})
         wait_for(lambda: task(emulated, "A-1").get("restarts") == 2
-                 and task(emulated, "A-1").get("state") == "FAILED", what="restarts exhausted")
+                 and task(emulated, "A-1").get("state") == "Failed", what="restarts exhausted")
         found = task(emulated, "A-1")
         assert found["error"] == "boom: no such table"
         assert found["worker"] == "w-0"
         assert "nextRestart" not in found
-        assert task(emulated, "A-0")["state"] == "RUNNING"
+        assert task(emulated, "A-0")["state"] == "Running"
         assert worker.failure_counts["A-1"] == 3  # the first start and two restarts
         assert epochs(emulated)["A-1"] == 3  # restarted in place, twice
         status = connector_status(emulated)
@@ -86,7 +86,7 @@ def test_a_failing_task_is_failed_restarted_with_backoff_then_stays_failed_until
         worker.failing.clear()  # whatever was wrong is fixed; someone restarts the task
         emulated.patch("connectors", "A", {"metadata": {"annotations": {
             "kooper.dev/restart-task": "1"}}}, namespace=NS)
-        wait_for(lambda: task(emulated, "A-1").get("state") == "RUNNING"
+        wait_for(lambda: task(emulated, "A-1").get("state") == "Running"
                  and connector_status(emulated).get("taskRestart") == {"observed": "1"},
                  what="A-1 running after the restart by hand")
         assert epochs(emulated)["A-1"] == 4

@@ -1,4 +1,4 @@
-"""Failed connector instances and tasks: FAILED in status, restarts with backoff (pure).
+"""Failed connector instances and tasks: ``Failed`` in status, restarts with backoff (pure).
 
 A member reports a resource it holds but cannot run (its start raised, or it died
 by itself) in ``Report.failed`` / ``Report.failure_counts``. ``judge`` keeps one
@@ -9,7 +9,7 @@ by itself) in ``Report.failed`` / ``Report.failure_counts``. ``judge`` keeps one
   an automatic restart ``backoff_ms(restarts)`` later: ``initialBackoffSeconds``
   doubled per restart already made, capped at ``defaults.AUTO_RESTART_MAX_BACKOFF_S``
   (Strimzi's ``autoRestart``). After ``maxRestarts`` automatic restarts, or with
-  ``autoRestart.enabled: false``, the resource stays FAILED until someone restarts
+  ``autoRestart.enabled: false``, the resource stays Failed until someone restarts
   it (``kooper.dev/restart`` for the connector, ``kooper.dev/restart-task`` for tasks)
   or changes its config.
 * A failure is "seen again" when the member reports it from a generation at or
@@ -18,10 +18,11 @@ by itself) in ``Report.failed`` / ``Report.failure_counts``. ``judge`` keeps one
   still ends), and is dropped once the resource ran ``RESET_AFTER_MS`` without
   failing, when it moves to another member, or when its connector is deleted.
 
-What a restarted operator needs is in ``Connector.status`` (each FAILED task's
+What a restarted operator needs is in ``Connector.status`` (each Failed task's
 ``error``, ``restarts`` and ``nextRestart``; the instance's in ``status.instance``):
-``restore`` reads it back. A restart that was written just before the operator
-stopped is not known to the new one, so it may make one more attempt (counted).
+``restore`` reads it back (an earlier kooper's ``FAILED`` as well). A restart that was
+written just before the operator stopped is not known to the new one, so it may make one
+more attempt (counted).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kooper.control import events, views
+from kooper.control import events, status, views
 from kooper.core import defaults, ids, model
 from kooper.protocol import messages
 
@@ -164,7 +165,7 @@ def judge(*, connectors: Sequence[views.ConnectorView],
                 out.event("RestartsExhausted",
                           f"{resource} failed on {member} after {restarts} automatic "
                           f"restart(s) (autoRestart.maxRestarts={spec.max_restarts}); it "
-                          f"stays FAILED until it is restarted by hand: {error}",
+                          f"stays failed until it is restarted by hand: {error}",
                           warning=True, connector=name)
         if record.next_at_ms is not None and record.next_at_ms <= now_ms:
             due.add(resource)
@@ -256,10 +257,10 @@ def restore(connectors: Sequence[views.ConnectorView]) -> dict[str, Record]:
             entries.append({**instance, "id": connector.name})
         for entry in entries:
             restarts = entry.get("restarts")
-            if entry.get("state") != "FAILED" and not restarts:
+            failing = status.task_state(entry.get("state")) == status.FAILED
+            if not failing and not restarts:
                 continue
             next_at = views.parse_time_ms(entry.get("nextRestart"))
-            failing = entry.get("state") == "FAILED"
             book[str(entry.get("id"))] = Record(
                 connector=connector.name, member=str(entry.get("worker", "")),
                 error=str(entry.get("error", "")),
@@ -284,7 +285,7 @@ def entry(record: Record | None, *, worker: str | None) -> dict[str, Any]:
         return {}
     fields: dict[str, Any] = {"restarts": record.restarts}
     if record.failing:
-        fields.update(state="FAILED", error=record.error)
+        fields.update(state=status.FAILED, error=record.error)
         if record.next_at_ms is not None:
             fields["nextRestart"] = views.format_time(record.next_at_ms)
     return fields

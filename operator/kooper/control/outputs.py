@@ -57,7 +57,7 @@ class Connectors:
     connectors: Sequence[views.ConnectorView]
     restarts: restarts.Done
     failures: failures.Book
-    """Failed resources, for their FAILED entries."""
+    """Failed resources, for their ``Failed`` entries."""
     task_restarts: Mapping[str, str]
     """connector → the ``kooper.dev/restart-task`` value acted on."""
     rejected: Mapping[str, str]
@@ -78,7 +78,7 @@ class Metrics:
     member than their name does (a gauge)."""
     connector_restarts: int = 0
     failed_resources: int = 0
-    """Resources (instances and tasks) FAILED now (a gauge)."""
+    """Resources (instances and tasks) failed now (a gauge)."""
     resource_restarts: tuple[tuple[str, int], ...] = ()
     """(``automatic`` | ``manual``, count) of failed-resource restarts written this round."""
     grace_ms: int | None = None

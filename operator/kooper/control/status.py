@@ -8,7 +8,8 @@ Conditions follow the API conventions: ``type``, ``status``, ``reason``
 * ``Rebalancing``: revocations are out, members have not applied their latest
   assignment yet, or a scheduled-rebalance delay is pending.
 * ``Degraded``: work is unassigned, or the input is wrong (a selector that matches
-  no pod, malformed reports, members claiming work they were never given).
+  no pod, malformed reports, members claiming work they were never given, a spec
+  the operator cannot act on: ``refused_conditions``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,21 @@ REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 """metav1.Condition's ``reason`` (the CRDs' pattern): the API server refuses any other."""
 MESSAGE_MAX = 32768
 """metav1.Condition's ``message`` limit (the CRDs' ``maxLength``)."""
+TASK_STATES = ("Running", "Paused", "Unassigned", "Failed")
+"""A resource's ``state`` in ``Connector.status`` (``tasks[].state``, ``instance.state``),
+CamelCase as Kubernetes' enums are. Earlier kooper versions wrote them upper-case;
+``task_state`` reads both, and the CRD still admits the old values."""
+RUNNING, PAUSED, UNASSIGNED, FAILED = TASK_STATES
+
+
+def task_state(value: object) -> str:
+    """A persisted resource state as this version writes it (``FAILED`` -> ``Failed``);
+    ``""`` for anything else."""
+    if isinstance(value, str):
+        for known in TASK_STATES:
+            if value in (known, known.upper()):
+                return known
+    return ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +179,19 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
     return [ready, rebalancing, degraded]
 
 
+INVALID_SPEC = "InvalidSpec"
+"""The reason (condition, Event, ``kooper_bad_inputs_total``) of a WorkerGroup spec that
+admission let through but the operator cannot act on (``GroupView.invalid``)."""
+
+
+def refused_conditions(why: str) -> tuple[Condition, ...]:
+    """Ready / Degraded of a WorkerGroup whose spec cannot be acted on (nothing is planned);
+    ``why`` names the field and its value (``views.parse_group``)."""
+    message = f"{why}; nothing is planned for this group until the spec is fixed"
+    return (Condition("Ready", False, INVALID_SPEC, message),
+            Condition("Degraded", True, INVALID_SPEC, message))
+
+
 def group_status(
     facts: GroupFacts, *, state: Mapping[str, Any], generation: int,
     previous: Mapping[str, Any],
@@ -247,7 +276,7 @@ def connector_status(
     ``kooper.dev/restart`` value acted on (``observed``, ``time``,
     ``rebalanceGeneration``), kept so a restarted operator does not act on it again.
     ``failed`` holds, per resource with a failure record, the fields its entry shows
-    (``state: FAILED``, ``error``, ``restarts``, ``nextRestart``: ``failures.entry``);
+    (``state: Failed``, ``error``, ``restarts``, ``nextRestart``: ``failures.entry``);
     ``task_restart`` is the last ``kooper.dev/restart-task`` value acted on;
     ``rejected`` why the connector is left unassigned (``control.containment``).
     """
@@ -259,11 +288,11 @@ def connector_status(
         task = model.task_id(connector.name, number)
         worker = holders.get(task)
         if worker is None:
-            state = "UNASSIGNED"
+            state = UNASSIGNED
         elif connector.state == "paused":
-            state = "PAUSED"
+            state = PAUSED
         else:
-            state = "RUNNING"
+            state = RUNNING
         if worker is not None and owned.get(task) == worker:
             running += 1
         entry: dict[str, Any] = {"id": task, "state": state, "epoch": epochs.get(task, 0)}
@@ -271,11 +300,11 @@ def connector_status(
             entry["worker"] = worker
             entry.update(failed.get(task) or {})
         tasks.append(entry)
-    unassigned = sum(1 for t in tasks if t["state"] == "UNASSIGNED")
+    unassigned = sum(1 for t in tasks if t["state"] == UNASSIGNED)
     instance = (instances if instances is not None else holders).get(connector.name)
-    broken = [t["id"] for t in tasks if t["state"] == "FAILED"]
+    broken = [t["id"] for t in tasks if t["state"] == FAILED]
     instance_failure = dict(failed.get(connector.name) or {}) if instance is not None else {}
-    if instance_failure.get("state") == "FAILED":
+    if instance_failure.get("state") == FAILED:
         broken.insert(0, connector.name)
     if not group_exists:
         wanted = [
@@ -297,9 +326,9 @@ def connector_status(
             Condition("Degraded", True, "WorkUnassigned", f"{what} not assigned to any member"),
         ]
     elif broken:
-        errors = {t["id"]: t.get("error", "") for t in tasks if t["state"] == "FAILED"}
+        errors = {t["id"]: t.get("error", "") for t in tasks if t["state"] == FAILED}
         errors[connector.name] = instance_failure.get("error", "")
-        message = (f"{len(broken)} FAILED: "
+        message = (f"{len(broken)} failed: "
                    + "; ".join(f"{r}: {errors[r]}" for r in broken[:3])
                    + (" ..." if len(broken) > 3 else ""))[:1024]
         wanted = [

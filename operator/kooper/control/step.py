@@ -86,7 +86,7 @@ from kooper.control.outputs import (
     WriteConfigMap,
     WriteStatus,
 )
-from kooper.core import assignor, errors, ids, model
+from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
 __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
@@ -94,6 +94,9 @@ __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "
            "WriteStatus", "owners_to_read", "restored", "step"]
 
 
+
+
+_Condition = status.Condition  # ``Step.status`` hides the module in the class body
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +119,9 @@ class Step:
     decision: _Decision | None = None
     epochs_first: GroupStatus | None = None
     """A status write made before every other write (see the module docstring)."""
+    refused: tuple[_Condition, ...] = ()
+    """The group's spec cannot be acted on (``GroupView.invalid``): nothing is planned and
+    nothing written but these conditions (``status.refused_conditions``)."""
 
     @property
     def writes(self) -> tuple[Write, ...]:
@@ -186,12 +192,14 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     A connector that makes some member's document too large is rejected and the
     round planned again without it (``control.containment``): it fails alone. A
     WorkerGroup whose spec cannot be acted on (``GroupView.invalid``: a duration an older
-    CRD admitted) raises ``InvalidSpecError`` before anything is decided: nothing is
-    planned from a guessed setting, and the runner's failed-round path reports it on
-    that WorkerGroup alone (``Degraded=True``) and retries until the spec is fixed.
+    CRD admitted) is bad input like the others, not a failed round (``_refused``).
     """
     if inputs.group.invalid:
-        raise errors.InvalidSpecError(inputs.group.invalid)
+        return _refused(inputs.group, memory)
+    if any(entry[0] == status.INVALID_SPEC for entry in memory.reported.entries):
+        # Fixed: the same bad value written again later is reported again.
+        memory = dataclasses.replace(memory, reported=events.Reported(frozenset(
+            e for e in memory.reported.entries if e[0] != status.INVALID_SPEC)))
     caches = caches if caches is not None else Caches()
     members = frozenset(lease.member for lease in inputs.leases) if memory.rejected \
         else frozenset()
@@ -205,6 +213,25 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
         name, why = found
         spec = next(c for c in inputs.connectors if c.name == name)
         rejected = {**rejected, name: (containment.reason_key(spec, members), why)}
+
+
+def _refused(group: views.GroupView, memory: Memory) -> Step:
+    """A step that plans nothing from a guessed setting: ``Ready=False``/``Degraded=True``
+    (``InvalidSpec``, naming the field and value) and, once per bad value, a Warning Event
+    and a ``kooper_bad_inputs_total`` count. The memory is kept (the next valid spec plans
+    from it); a condition already persisted for the same value counts as reported, so a
+    restarted operator does not report it again."""
+    conditions = status.refused_conditions(group.invalid)
+    degraded = conditions[-1]
+    persisted = any(isinstance(c, Mapping) and c.get("type") == degraded.type
+                    and c.get("reason") == degraded.reason and c.get("message")
+                    == degraded.message for c in group.status.get("conditions") or ())
+    out = events.Recorder(memory.reported)
+    if not persisted:
+        out.once(status.INVALID_SPEC, group.invalid, degraded.message)
+    return Step(memory=dataclasses.replace(memory, last_key=None, reported=events.Reported(
+        frozenset(out.entries))), wake_at_ms=None, events=tuple(out.events),
+        metrics=Metrics(bad_input=tuple(e.reason for e in out.events)), refused=conditions)
 
 
 def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,

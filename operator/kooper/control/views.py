@@ -27,7 +27,12 @@ LEADER_EPOCH_ANNOTATION = "kooper.dev/leader-epoch"
 """On every ConfigMap a leader writes: its term (``shell.leader``), the fence of stale leaders."""
 CONFIGMAP_PREFIX = "kooper-"
 NO_REPORT = "the Lease has no kooper.dev/report annotation yet"
-
+CONNECTOR_STATES: Mapping[str, str] = {"Running": "running", "Paused": "paused",
+                                       "Stopped": "stopped"}
+"""``Connector.spec.state`` as the CRD admits it (Kubernetes' CamelCase) -> the state the
+operator decides with and the Assignment's ``states`` carries (``protocol.codec``). The CRD
+also admits the lowercase values of earlier kooper versions, for objects stored then:
+they read the same."""
 
 
 def configmap_name(member: str) -> str:
@@ -206,7 +211,6 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
     config = spec.get("config") or {}
-    state = spec.get("state", defaults.CONNECTOR_STATE)
     auto = spec.get("autoRestart")
     auto = auto if isinstance(auto, Mapping) else {}
     enabled = auto.get("enabled", defaults.AUTO_RESTART_ENABLED)
@@ -219,7 +223,7 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
         group=str(spec.get("workerGroup", "")),
         tasks_max=max(0, _int(spec.get("tasksMax"), defaults.TASKS_MAX)),
         config={str(k): str(v) for k, v in config.items()} if isinstance(config, Mapping) else {},
-        state=state if state in ("running", "paused", "stopped") else defaults.CONNECTOR_STATE,
+        state=connector_state(spec.get("state", defaults.CONNECTOR_STATE)),
         restart=str(annotations.get(RESTART_ANNOTATION, "")),
         status=dict(body.get("status") or {}),
         auto_restart=enabled if isinstance(enabled, bool) else defaults.AUTO_RESTART_ENABLED,
@@ -228,6 +232,16 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
                                       defaults.AUTO_RESTART_INITIAL_BACKOFF_S)),
         restart_task=str(annotations.get(RESTART_TASK_ANNOTATION, "")),
     )
+
+
+def connector_state(value: object) -> str:
+    """``spec.state`` (``Running``, or an older ``running``) as ``running``; else the default."""
+    if isinstance(value, str):
+        if value in CONNECTOR_STATES:
+            return CONNECTOR_STATES[value]
+        if value in CONNECTOR_STATES.values():
+            return value
+    return CONNECTOR_STATES[defaults.CONNECTOR_STATE]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

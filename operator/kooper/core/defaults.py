@@ -18,13 +18,14 @@ CLOCK_SKEW_S = 5
 """``spec.clockSkewSeconds``."""
 TASKS_MAX = 1
 """``Connector.spec.tasksMax``."""
-CONNECTOR_STATE = "running"
-"""``Connector.spec.state``."""
+CONNECTOR_STATE = "Running"
+"""``Connector.spec.state`` as the CRD writes it (``control.views.connector_state`` reads it
+as the operator's ``running``)."""
 AUTO_RESTART_ENABLED = True
 """``Connector.spec.autoRestart.enabled``: restart failed instances and tasks by themselves."""
 AUTO_RESTART_MAX_RESTARTS = 10
 """``Connector.spec.autoRestart.maxRestarts``: automatic restarts before a resource stays
-FAILED."""
+Failed."""
 AUTO_RESTART_INITIAL_BACKOFF_S = 10
 """``Connector.spec.autoRestart.initialBackoffSeconds``: the wait before the first
 automatic restart; it doubles with every restart made."""

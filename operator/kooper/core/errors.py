@@ -23,8 +23,3 @@ class RemoteProtocolError(ProtocolError):
 
 class InvalidDurationError(KooperError, ValueError):
     """A duration outside the one language kooper accepts (``core.durations``)."""
-
-
-class InvalidSpecError(KooperError):
-    """A custom resource's spec that admission let through but kooper cannot act on
-    (a CRD from an older kooper): that object fails alone, with the reason."""

@@ -202,7 +202,7 @@ def forget_group(group: str) -> None:
 
 FAILED_RESOURCES = _gauge(
     "kooper_failed_resources",
-    "Connector instances and tasks FAILED on the member that holds them")
+    "Connector instances and tasks failed on the member that holds them")
 RESOURCE_RESTARTS = PerGroup(Counter(
     "kooper_failed_resource_restarts_total",
     "Restarts in place of failed instances and tasks, by trigger (automatic: autoRestart; "

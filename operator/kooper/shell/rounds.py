@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from kooper.control import rollout, status, views
@@ -220,18 +220,43 @@ class GroupRunner:
         group = self.ctx.views.group(self.namespace, self.name)
         if group is None:
             return
-        previous = group.status.get("conditions") or []
-        kept = [c for c in previous if isinstance(c, dict) and c.get("type") != "Degraded"]
         message = (f"{self.round_failures} round(s) failed in a row, retrying in "
                    f"{delay_s:.1f}s: {exc}")[:1024]
-        degraded = status.conditions(
-            [status.Condition("Degraded", True, "RoundFailed", message)], previous=previous,
-            generation=group.generation, now=views.format_time(round(self.ctx.clock() * 1000)))
+        await self._conditions(group, [status.Condition("Degraded", True, "RoundFailed",
+                                                        message)], what="the failed round")
+
+    async def _conditions(self, group: views.GroupView, wanted: Sequence[status.Condition],
+                          *, what: str) -> None:
+        """Patch only these conditions (the others kept), unless they are there already."""
+        previous = group.status.get("conditions") or []
+        types = {c.type for c in wanted}
+        kept = [c for c in previous if isinstance(c, dict) and c.get("type") not in types]
+        written = status.conditions(
+            wanted, previous=previous, generation=group.generation,
+            now=views.format_time(round(self.ctx.clock() * 1000)))
+        if status.same_status({"conditions": previous},
+                              {"conditions": [*kept, *written]}):
+            return
         try:
             await self.ctx.client.patch_status("workergroups", self.namespace, self.name,
-                                               {"conditions": [*kept, *degraded]})
+                                               {"conditions": [*kept, *written]})
         except apierrors.ApiError as error:
-            logger.warning("%s: cannot report the failed round: %s", self.key, error)
+            logger.warning("%s: cannot report %s: %s", self.key, what, error)
+
+    async def _refused(self, group: views.GroupView, decided: control.Step) -> None:
+        """A spec the step cannot act on: its conditions, Event and count; nothing else."""
+        for reason in decided.metrics.bad_input:
+            metrics.BAD_INPUT.labels(reason).inc()
+        for event in decided.events:
+            logger.warning("%s: %s", self.key, event.message)
+            self._spawn(self.ctx.client.post_event(
+                involved=self._involved(group), reason=event.reason, message=event.message,
+                warning=event.warning, reporter=self.ctx.identity))
+        await self._conditions(group, decided.refused, what="the invalid spec")
+
+    def _involved(self, group: views.GroupView) -> dict[str, str]:
+        return {"apiVersion": f"{views.GROUP}/{views.VERSION}", "kind": "WorkerGroup",
+                "namespace": self.namespace, "name": self.name, "uid": group.uid}
 
     # --- one round ------------------------------------------------------------
 
@@ -292,6 +317,8 @@ class GroupRunner:
             self.memory = decided.memory
             self.wake_at_ms = decided.wake_at_ms
             self.steps_run += 1
+            if decided.refused:
+                await self._refused(group, decided)
             return None
         t_write = time.perf_counter()
         # Step.writes' order: epochs a restart read from ConfigMaps are persisted first,
@@ -354,9 +381,7 @@ class GroupRunner:
                             "namespace": connector.namespace, "name": connector.name,
                             "uid": connector.uid}
             else:
-                involved = {"apiVersion": f"{views.GROUP}/{views.VERSION}",
-                            "kind": "WorkerGroup", "namespace": self.namespace,
-                            "name": self.name, "uid": group.uid}
+                involved = self._involved(group)
             self._spawn(self.ctx.client.post_event(
                 involved=involved, reason=event.reason, message=event.message,
                 warning=event.warning, reporter=self.ctx.identity))
