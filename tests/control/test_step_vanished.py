@@ -57,7 +57,8 @@ def settled() -> tuple[control.Memory, model.Member, model.Member]:
     b = dataclasses.replace(b, owned=docs["b"].assigned, generation=docs["b"].generation)
     second = control.step(inputs([(a, T0 + 1), (b, T0 + 1)], [a, b]), first.memory,
                           now_ms=SEEN)
-    assert a.owned and b.owned
+    assert a.owned
+    assert b.owned
     return second.memory, a, b
 
 
@@ -90,7 +91,8 @@ def test_a_vanished_pods_member_keeps_its_work_until_its_fence_budget_ran_out():
     for decided in steps:
         assert decided.deletes == ()
         assert not given(decided, to="b").intersection(a.owned)
-        assert decided.wake_at_ms is not None and decided.wake_at_ms <= SEEN + BUDGET_MS
+        assert decided.wake_at_ms is not None
+        assert decided.wake_at_ms <= SEEN + BUDGET_MS
     gone = control.step(inputs([(b, SEEN + BUDGET_MS)], [b]), memory,
                         now_ms=SEEN + BUDGET_MS)
     assert gone.deletes == (W("a"),)
@@ -186,3 +188,4 @@ def test_a_runner_that_models_its_processes_departs_a_vanished_member_at_once():
     decided = control.step(inputs([(b, T0 + 1_000)], [b], gone_means_stopped=True), memory,
                            now_ms=T0 + 1_000)
     assert decided.deletes == (W("a"),)
+    assert not a.owned.difference(given(decided, to="b"))
