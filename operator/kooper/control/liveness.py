@@ -113,8 +113,9 @@ def vanished(
     ``state`` is the last round's plan (who holds work, as which incarnation), ``live``
     this round's members, ``before``/``observed`` the Lease observations before and
     after this round's ``observe``, ``reports`` the last good reports, ``documents``
-    what the ConfigMaps a just-restored leader read assign (``Memory.documents``: a
-    KIP-415 leader that forgot the assignments still knows them). Returns ``previous``
+    what the ConfigMaps a just-restored leader read assign or revoke
+    (``Memory.given`` in its first round: a KIP-415 leader that forgot the
+    assignments still knows them). Returns ``previous``
     itself when nothing changed.
     """
     result = {m: v for m, v in previous.items()

@@ -229,7 +229,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         vanished = liveness.vanished(
             memory.vanished, state=previous, live=found.members, pods=found.pods,
             leases=inputs.leases, before=memory.observed, observed=observed,
-            reports=memory.good_reports, documents=memory.documents, now_ms=now_ms,
+            reports=memory.good_reports, now_ms=now_ms,
+            documents=memory.given if memory.documents is not None else None,
             default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
         found = snapshot.with_vanished(found, vanished)
     good: Mapping[ids.WorkerId, messages.Report] = found.reports
