@@ -107,6 +107,7 @@ def inputs(members: list[model.Member], policy: model.Policy,
            status: dict[str, object] | None = None) -> control.Inputs:
     pods, leases = modelled.Members(GROUP).views({m.id: m for m in members})
     return control.Inputs(
+        gone_means_stopped=True,
         group=modelled.group(GROUP, model.Settings(model.Protocol.COMPATIBLE, policy, DELAY),
                              status=status),
         pods=pods, leases=leases, connectors=modelled.connectors(GROUP, {"A": 5}),
@@ -193,7 +194,7 @@ def test_a_scaled_down_member_is_not_watched_for_a_return():
     others = [m for m in members if m.id != "c"]
     gone = inputs(others, model.Policy.KOOPER)
     gone = control.Inputs(group=gone.group, pods=gone.pods, leases=gone.leases,
-                          connectors=gone.connectors,
+                          connectors=gone.connectors, gone_means_stopped=True,
                           owners={("ReplicaSet", "c"): control.OwnerFacts(exists=False)})
     decided = control.step(gone, memory, now_ms=50_000)
     assert decided.memory.learned.away == {}

@@ -20,7 +20,8 @@ def member(name: str) -> model.Member:
 def inputs(members: list[model.Member]) -> control.Inputs:
     pods, leases = modelled.Members(GROUP).views({m.id: m for m in members})
     return control.Inputs(group=modelled.group(GROUP, SETTINGS), pods=pods, leases=leases,
-                          connectors=modelled.connectors(GROUP, {"A": 4}))
+                          connectors=modelled.connectors(GROUP, {"A": 4}),
+                          gone_means_stopped=True)
 
 
 def run(members: list[model.Member], memory: control.Memory, now_ms: int

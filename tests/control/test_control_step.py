@@ -27,6 +27,7 @@ def inputs(members: list[model.Member], *, connectors: dict[str, int] | None = N
     by_id = {m.id: m for m in members}
     pods, leases = modelled.Members(GROUP).views(by_id)
     return control.Inputs(
+        gone_means_stopped=True,
         group=modelled.group(GROUP, SETTINGS, status=status), pods=pods, leases=leases,
         connectors=modelled.connectors(GROUP, connectors if connectors is not None
                                        else {"A": 3}),

@@ -36,7 +36,8 @@ def inputs(members: list[model.Member], *, policy: model.Policy = model.Policy.K
     leases = [modelled.lease(m) for m in members if m.id not in pods_only]
     assert by_id.keys() >= set(pods_only)
     return control.Inputs(group=modelled.group(GROUP, settings(policy)), pods=pods,
-                          leases=leases, connectors=modelled.connectors(GROUP, {"A": 5}))
+                          leases=leases, connectors=modelled.connectors(GROUP, {"A": 5}),
+                          gone_means_stopped=True)
 
 
 def converged(policy: model.Policy = model.Policy.KOOPER

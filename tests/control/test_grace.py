@@ -48,6 +48,7 @@ class Group:
         owners = {("ReplicaSet", str(m)): control.OwnerFacts(exists=True)
                   for m in ("w0", "w1", "w2", "w3")}
         return control.Inputs(
+            gone_means_stopped=True,
             group=modelled.group(GROUP, settings(self.policy), status=self.status),
             pods=pods, leases=leases, connectors=modelled.connectors(GROUP, {"A": 7}),
             owners=owners)

@@ -47,6 +47,7 @@ class Group:
         owners = {(modelled.OWNER_KIND, n): control.OwnerFacts(exists=True)
                   for n in self.members}
         decided = control.step(control.Inputs(
+            gone_means_stopped=True,
             group=group, pods=pods, leases=leases, owners=owners,
             connectors=modelled.connectors(GROUP, self.counts)), self.memory,
             now_ms=self.now_ms)

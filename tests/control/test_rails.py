@@ -28,6 +28,7 @@ class Group:
                                     release_hold=self.release)
         owners = {("ReplicaSet", n): control.OwnerFacts(exists=True) for n in ("a", "b", "c", "d")}
         decided = control.step(control.Inputs(
+            gone_means_stopped=True,
             group=group, pods=pods, leases=leases, owners=owners,
             connectors=modelled.connectors(GROUP, {"A": 7})), self.memory, now_ms=now_ms)
         for doc in decided.configmap_writes:

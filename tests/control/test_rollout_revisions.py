@@ -89,6 +89,7 @@ def test_a_deployment_rolls_to_its_replicaset_with_the_highest_revision():
 
 def test_owners_to_read_are_the_controllers_of_the_groups_pods():
     inputs = control.Inputs(
+        gone_means_stopped=True,
         group=modelled.group(GROUP, model.Settings()),
         pods=[pod("w-0", "a"), pod("web-1", "b", kind="ReplicaSet", owner="web-b"),
               dataclasses.replace(pod("x-0", "a", owner="x"), labels={})],
@@ -114,7 +115,8 @@ def step_inputs(members: list[model.Member], revisions: dict[str, str], update: 
     pods += [dataclasses.replace(pods[0], name=name, uid=f"{name}/old", deleting=True,
                                  labels={views.GROUP_LABEL: GROUP})
              for name in leaving]
-    return control.Inputs(group=modelled.group(GROUP, model.Settings()), pods=pods,
+    return control.Inputs(gone_means_stopped=True,
+                          group=modelled.group(GROUP, model.Settings()), pods=pods,
                           leases=[modelled.lease(m) for m in members],
                           connectors=modelled.connectors(GROUP, counts),
                           rollouts={STS: control.RolloutFacts(update, partition=partition)})

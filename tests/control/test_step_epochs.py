@@ -26,6 +26,7 @@ def inputs(members: list[model.Member], epochs: dict[str, int] | None = None,
     """Members reporting (fenced ones say so in their report, with the epoch they fenced in)."""
     leases = [modelled.lease(m, (epochs or {}).get(m.id, 0)) for m in members]
     return control.Inputs(
+        gone_means_stopped=True,
         group=modelled.group(GROUP, SETTINGS, status=status),
         pods=[modelled.pod(GROUP, m) for m in members], leases=leases,
         connectors=modelled.connectors(GROUP, {"A": 4}), configmaps=configmaps or {})

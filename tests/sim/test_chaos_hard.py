@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from kooper.core import events as ev
 from kooper.sim import chaos
 
@@ -56,3 +58,18 @@ def test_a_worker_clock_offset_never_decides_an_expiry():
         offsets_ms={o: (-1) ** o * chaos.OFFSET_MS for o in range(16)}, forge=0.0)).run()
     assert [(e.ts_ms, e.member, e.resource, e.event) for e in plain.events] == [
         (e.ts_ms, e.member, e.resource, e.event) for e in skewed.events]
+
+
+def test_a_force_deleted_pods_process_running_on_never_shares_its_work():
+    """Families 3 (issue 22): a kill may be a force delete, the pod re-created under its
+    name while the old process runs on until its budget fences it. Told that a vanished
+    pod's process stopped with it (the old rule), the step gave its work to the new
+    incarnation (seeds 2, 8) or to another member (21) while it still ran."""
+    for seed in (2, 8, 21):
+        assert chaos.draw_extra(seed).force_delete
+        assert chaos.run_hard(seed).violations == ()
+        config, scenario = chaos.draw_hard(seed)
+        told = dataclasses.replace(chaos.draw_extra(seed), gone_means_stopped=True)
+        assert any("started on" in v for v in chaos.HardSim(config, scenario, told).run()
+                   .violations), seed
+

@@ -64,6 +64,11 @@ class Inputs:
     rollouts: Mapping[Owner, RolloutFacts] = dataclasses.field(default_factory=dict)
     """The update revision of each member pod's owner (``control.rollout.owners_to_read``);
     an owner left out (not read, or not rolling pods) makes no member outdated."""
+    gone_means_stopped: bool = False
+    """The runner models its members' processes, and one whose pod vanished stopped with
+    it (the simulator's crash, ``kooper replay``). The operator never knows that: a member
+    whose pod vanished keeps its work until its fence budget ran out
+    (``control.liveness.vanished``)."""
 
 
 Membership = tuple[str, int, int]
@@ -122,6 +127,11 @@ class Memory:
     observed: liveness.Observed = dataclasses.field(default_factory=dict)
     """When this operator first saw each Lease's current version (``liveness.observe``);
     not persisted: a new leader observes every Lease anew, which only delays expiries."""
+    vanished: Mapping[ids.WorkerId, liveness.Vanished] = dataclasses.field(
+        default_factory=dict)
+    """Members whose pod vanished while their process may still run, kept until their
+    fence budget ran out (``liveness.vanished``); not persisted: a new leader that finds
+    a member's pod gone or replaced times it from its first step."""
     reported: events.Reported = dataclasses.field(default_factory=events.Reported)
     last_key: object = None
     last_plan: model.Plan | None = None

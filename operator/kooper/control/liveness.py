@@ -10,6 +10,19 @@ clock runs behind ours cannot make its Lease expire early (issue 12, mechanism
 has observed nothing: it treats every Lease as observed now, which can only
 delay an expiry, never hasten it. The margin covers watch delivery delays.
 
+A gone pod is not a stopped process (``vanished``, issue 22). A pod force-deleted
+(``kubectl delete pod --force --grace-period=0``, a lost node) leaves the API while
+its process may still run; it cannot renew any more, so it fences itself by its own
+timing budget. Such a member stays a member, holding what it held, until the budget
+ran out on our clock: ``leaseDurationSeconds + clockSkewSeconds`` after the last
+renewal it may have made. That is the observation of its Lease's current version
+while the Lease is still there, else the round that first saw the pod gone (a
+renewal may have landed after the last version we observed, and before the pod
+went). The next incarnation under its name is no member before then either. Only the
+pod that the member's Lease named proves a process stopped: a new incarnation in the
+same pod (the kubelet restarts a container after it exited), a Lease its worker
+deleted (``Worker.leave``) or that expired while that pod was there.
+
 A departure is *permanent* when Kubernetes tells us the pod will not come back
 under its name: its StatefulSet was scaled below its ordinal, or its owner is
 gone. The ``kooper`` policy then reassigns its work without waiting out the
@@ -18,19 +31,24 @@ scheduled-rebalance delay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
 
 from kooper.control import views
+from kooper.core import ids, model
+from kooper.protocol import messages
 
-Fingerprint = tuple[int | None, str, int | None, str]
-"""What identifies one version of a Lease: renewTime, holder, duration, report."""
+Fingerprint = tuple[int | None, str, int | None, str, str]
+"""What identifies one version of a Lease: renewTime, holder, duration, report, and
+the pod that owns it."""
 Observed = Mapping[str, tuple[Fingerprint, int]]
 """Lease name → (the version last seen, when this operator first saw that version)."""
 
 
 def fingerprint(lease: views.LeaseView) -> Fingerprint:
     """A Lease version: any write by its worker (a renewal, a report) changes it."""
-    return (lease.renew_ms, lease.incarnation, lease.duration_s, lease.report_text)
+    return (lease.renew_ms, lease.incarnation, lease.duration_s, lease.report_text,
+            lease.pod_uid)
 
 
 def observe(previous: Observed, leases: Sequence[views.LeaseView], *, now_ms: int) -> Observed:
@@ -70,6 +88,82 @@ def lease_live(
     expires = expires_at_ms(lease, observed_ms=now_ms if observed_ms is None else observed_ms,
                             default_duration_s=default_duration_s, skew_s=skew_s)
     return expires is not None and now_ms < expires
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Vanished:
+    """A member whose pod vanished while its process may still run (``vanished``)."""
+
+    report: messages.Report
+    """What it last reported (after a restart, unknown: everything it may run)."""
+    until_ms: int
+    """When its fence budget has run out on our clock: it departs then."""
+
+
+def vanished(
+    previous: Mapping[ids.WorkerId, Vanished], *, state: model.PlanState,
+    live: Mapping[ids.WorkerId, model.Member], pods: Mapping[str, views.PodView],
+    leases: Sequence[views.LeaseView], before: Observed, observed: Observed,
+    reports: Mapping[ids.WorkerId, messages.Report], now_ms: int, default_duration_s: int,
+    skew_s: int,
+    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None = None,
+) -> Mapping[ids.WorkerId, Vanished]:
+    """Members that hold work and whose process may run on without a pod, until when.
+
+    ``state`` is the last round's plan (who holds work, as which incarnation), ``live``
+    this round's members, ``before``/``observed`` the Lease observations before and
+    after this round's ``observe``, ``reports`` the last good reports, ``documents``
+    what the ConfigMaps a just-restored leader read assign or revoke
+    (``Memory.given`` in its first round: a KIP-415 leader that forgot the
+    assignments still knows them). Returns ``previous``
+    itself when nothing changed.
+    """
+    result = {m: v for m, v in previous.items()
+              if now_ms < v.until_ms and m in state.assignments}
+    by_name: dict[str, views.LeaseView] | None = None
+    for member, was, held in _holders(state, documents):
+        if member in previous:
+            continue  # kept above, or its budget ran out: it departs now
+        found = live.get(member)
+        if found is not None and (not was or found.incarnation == was):
+            continue  # live, as the incarnation that holds the work
+        name = views.configmap_name(member)
+        last = before.get(name)
+        uid = last[0][4] if last is not None else ""
+        pod = pods.get(member)
+        if uid and pod is not None and pod.uid == uid:
+            continue  # the pod its Lease named is there: stopped or timed by its Lease
+        if by_name is None:
+            by_name = {lease.name: lease for lease in leases}
+        lease = by_name.get(name)
+        base, duration = now_ms, last[0][2] if last is not None else None
+        if lease is not None and uid and lease.pod_uid == uid and name in observed:
+            base, duration = observed[name][1], lease.duration_s  # not collected yet
+        until = base + ((duration if duration is not None else default_duration_s)
+                        + skew_s) * 1000
+        if until <= now_ms:
+            continue
+        report = reports.get(member)
+        if report is None or report.incarnation != was or state.forgotten:
+            report = messages.Report(member=member, incarnation=was,
+                                     protocols=frozenset(model.Protocol), generation=-1,
+                                     owned=held)
+        result[member] = Vanished(report, until)
+    return previous if result == previous else result
+
+
+def _holders(state: model.PlanState,
+             documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None
+             ) -> Iterator[tuple[ids.WorkerId, str, model.ConnectorsAndTasks]]:
+    """(member, incarnation, what it may run) of every member that may run something."""
+    for member, assigned in state.assignments.items():
+        revoking = state.revoking.get(member)
+        held = assigned if revoking is None else assigned.union(revoking)
+        if held:
+            yield member, state.incarnations.get(member, ""), held
+    for member, (incarnation, assigned) in (documents or {}).items():
+        if member not in state.assignments and assigned:
+            yield member, incarnation, assigned
 
 
 def ordinal(pod_name: str, statefulset: str) -> int | None:

@@ -207,7 +207,8 @@ def _step(group: _Group) -> model.Plan:
     """One controller step over the scenario's group; every round plans."""
     pods, leases = modelled.Members(_NAME).views(group.members)
     inputs = control.Inputs(group=modelled.group(_NAME, group.settings), pods=pods,
-                            leases=leases, connectors=modelled.connectors(_NAME, group.connectors))
+                            leases=leases, connectors=modelled.connectors(_NAME, group.connectors),
+                            gone_means_stopped=True)  # Kafka's members stop as they leave
     memory = dataclasses.replace(group.memory, last_key=None)  # a round always plans
     owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in group.permanent)
               for owner in control.owners_to_read(inputs, memory)}

@@ -122,6 +122,11 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
         if previous is None or previous.incarnation != lease.incarnation:
             return None
         report = previous
+    return member_of(member, report), report, expiry
+
+
+def member_of(member: ids.WorkerId, report: messages.Report) -> model.Member:
+    """``member`` as its report describes it."""
     return model.Member(
         id=member,
         owned=report.owned,
@@ -130,7 +135,23 @@ def _member_of(group: views.GroupView, lease: views.LeaseView, pod: views.PodVie
         incarnation=report.incarnation,
         fenced=report.fenced,
         rejoins=report.rejoins,
-    ), report, expiry
+    )
+
+
+def with_vanished(found: Members, vanished: Mapping[ids.WorkerId, liveness.Vanished]
+                  ) -> Members:
+    """``found`` with the members whose pod vanished (``liveness.vanished``) still
+    members, as the incarnation that holds the work, until their budget ran out."""
+    if not vanished:
+        return found
+    members = dict(found.members)
+    reports = dict(found.reports)
+    for member, gone in vanished.items():
+        members[member] = member_of(member, gone.report)
+        reports[member] = gone.report
+    soonest = min(gone.until_ms for gone in vanished.values())
+    expiry = soonest if found.next_expiry_ms is None else min(found.next_expiry_ms, soonest)
+    return dataclasses.replace(found, members=members, reports=reports, next_expiry_ms=expiry)
 
 
 def collect_members(

@@ -184,6 +184,9 @@ class _Decision:
     foreign: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
         default_factory=dict)
     """Claims on other members' work, left out of the snapshot (``control.claims``)."""
+    vanished: Mapping[ids.WorkerId, liveness.Vanished] = dataclasses.field(
+        default_factory=dict)
+    """Members kept while their gone pod's process may run (``liveness.vanished``)."""
 
 
 def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None = None) -> Step:
@@ -248,6 +251,15 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
                                      last_good=memory.good_reports, now_ms=now_ms,
                                      memo=caches.members, observed=observed)
+    vanished: Mapping[ids.WorkerId, liveness.Vanished] = {}
+    if not inputs.gone_means_stopped:
+        vanished = liveness.vanished(
+            memory.vanished, state=previous, live=found.members, pods=found.pods,
+            leases=inputs.leases, before=memory.observed, observed=observed,
+            reports=memory.good_reports, now_ms=now_ms,
+            documents=memory.given if memory.documents is not None else None,
+            default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
+        found = snapshot.with_vanished(found, vanished)
     good: Mapping[ids.WorkerId, messages.Report] = found.reports
     if len(found.reports) != len(inputs.leases):  # some Lease is not (yet) a member
         leased = {lease.member for lease in inputs.leases}
@@ -312,7 +324,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         quiet = dataclasses.replace(memory, good_reports=good, pod_owners=owners,
                                     permanent=permanent, failures=judged.book,
                                     task_restarts=judged.task_restarts, observed=observed,
-                                    rejected=rejected, terminating=seen)
+                                    rejected=rejected, terminating=seen, vanished=vanished)
         return Step(memory=quiet, wake_at_ms=_wake(memory.last_plan, found.next_expiry_ms,
                                                    judged.wake_at_ms))
     choice = adaptive.choose(memory.learned, max_delay_ms=group.settings.max_delay_ms)
@@ -353,7 +365,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         problems=problems, bad_input=tuple(out.bad_input), early_events=tuple(out.events),
         pod_owners=owners, permanent=permanent, good_reports=good, wanted=wanted,
         judged=judged, observed=observed, every=every, rejected=rejected, hold=hold,
-        terminating=seen, foreign=foreign, paced=paced, carried=carried,
+        terminating=seen, foreign=foreign, paced=paced, carried=carried, vanished=vanished,
     )
     return _finish(decision, frozenset(), retry_ms=0)
 
@@ -478,7 +490,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.hold.held,
         hold_released=group.release_hold if d.hold.released else memory.hold_released,
         paced=d.paced.pending,
-        learned=learned, handing=handing,
+        learned=learned, handing=handing, vanished=d.vanished,
     )
     written = GroupStatus(facts=facts, state=new_state, owners=owners, epoch_floor=floor,
                          generation=group.generation, member_epoch=member_epoch,

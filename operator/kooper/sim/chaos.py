@@ -48,6 +48,7 @@ from kooper.control import step as control
 from kooper.control import views
 from kooper.core import events as ev
 from kooper.core import ids, model
+from kooper.sdk import session as sdk_session
 from kooper.sim import metrics, runner, scenarios
 
 A = scenarios.Action
@@ -387,17 +388,28 @@ class Extra:
     """Pod ordinal → how far its clock is from the operator's (its ``renewTime``)."""
     forge: float
     """Probability that a report also claims tasks running on other members."""
+    force_delete: float = 0.0
+    """Probability that a kill is a force delete instead (``scenarios.Action.FORCE_DELETE``:
+    the old process runs on until its budget fences it; the third families)."""
+    gone_means_stopped: bool = True
+    """Whether the step is told that a vanished pod's process stopped with it
+    (``control.Inputs``); the third families leave that to the operator's own rule."""
 
 
 OFFSET_MS = 10_000
 
 
-def draw_extra(seed: int) -> Extra:
-    """The clock offsets and forgery rate of hard run ``seed`` (its own random stream)."""
+def draw_extra(seed: int, *, families: int = 3) -> Extra:
+    """The clock offsets, forgery rate and (``families >= 3``) force-delete rate of hard
+    run ``seed`` (its own random stream: the second families' draws are unchanged)."""
     rng = random.Random(f"hard-extra-{seed}")
     offsets = {ordinal: rng.choice((0, rng.randint(-OFFSET_MS, OFFSET_MS)))
                for ordinal in range(16)}
-    return Extra(offsets_ms=offsets, forge=rng.choice((0.0, 0.0, 0.05, 0.2)))
+    forge = rng.choice((0.0, 0.0, 0.05, 0.2))
+    if families < 3:
+        return Extra(offsets_ms=offsets, forge=forge)
+    return Extra(offsets_ms=offsets, forge=forge, force_delete=rng.choice((0.0, 0.5, 1.0)),
+                 gone_means_stopped=False)
 
 
 class HardSim(runner.Sim):
@@ -421,9 +433,18 @@ class HardSim(runner.Sim):
         self.hidden: dict[ids.WorkerId, model.Member] = {}
         self.forged: list[tuple[int, str, str]] = []
         """(time, forger, resource) of every forged claim sent."""
+        self.gone_means_stopped = extra.gone_means_stopped
+        self.force_rng = random.Random(f"force-{config.seed}")
+        self.orphans: dict[tuple[ids.WorkerId, int], runner._Pod] = {}
+        """(name, token) → the process of a force-deleted pod, running on without it."""
         self.handlers["wake"] = self._wake
 
     def _apply_step(self, step: scenarios.Step) -> ids.WorkerId | None:
+        if step.action is A.KILL and self.extra.force_delete \
+                and self.force_rng.random() < self.extra.force_delete:
+            step = dataclasses.replace(step, action=A.FORCE_DELETE)
+        if step.action is A.FORCE_DELETE:
+            return self._force_delete(step)
         touched = super()._apply_step(step)
         if step.action is A.PARTITION:
             name = ids.WorkerId(f"{self.config.group}-{step.pod}")
@@ -433,6 +454,74 @@ class HardSim(runner.Sim):
                 self.cut_at[name] = self.clock.now_ms
                 self._trigger()  # the operator's watch sees the Lease's last version
         return touched
+
+    def _force_delete(self, step: scenarios.Step) -> ids.WorkerId | None:
+        """The pod and its Lease vanish; its process runs on, cut off from the API (its
+        pod-bound token stopped working), until its session fences it; the pod is
+        re-created under its name."""
+        name = ids.WorkerId(f"{self.config.group}-{step.pod}")
+        pod = self.pods.get(name)
+        if pod is None or name in self.permanent or not pod.alive or pod.session is None \
+                or pod.partitioned:
+            return super()._apply_step(dataclasses.replace(step, action=A.KILL))
+        self.orphans[(name, pod.token)] = pod
+        pod.partitioned = True
+        pod.partitions += 1
+        cut = (name, pod.token, pod.partitions)
+        # Its last renewal went through just before the delete, unseen by the operator.
+        pod.session.lease_renewed(self.clock.now_ms)
+        self.clock.after(pod.session.fence_after_ms, "fence", *cut)
+        if pod.session.deadline_ms is not None:
+            self.clock.after(pod.session.deadline_ms, "exit_check", *cut)
+        if self.visible.pop(name, None) is not None or self.hidden.pop(name, None) is not None:
+            self.visible_epochs.pop(name, None)
+        self.modelled.remove(name)
+        self._trigger()
+        protocols = pod.protocols
+        if step.protocols:
+            protocols = runner.ALL if step.protocols == "compatible" else runner.EAGER_ONLY
+        down = step.down_ms if step.down_ms is not None else self.lat.restart.draw(self.rng)
+        self._spawn(step.pod, protocols, down)
+        return name
+
+    def _pod(self, name: ids.WorkerId, token: int) -> runner._Pod | None:
+        found = super()._pod(name, token)
+        if found is None:
+            orphan = self.orphans.get((name, token))
+            if orphan is not None and orphan.alive:
+                return orphan
+        return found
+
+    def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        orphan = self.orphans.get((name, token))
+        if orphan is None:
+            super()._exit_check(name, token, cut)
+            return
+        pod = self._cut(name, token, cut)
+        if pod is None or pod.session is None:
+            return
+        pod.session.tick(self.clock.now_ms)
+        if pod.session.exit_reason is None:
+            self._pump(pod)
+            return
+        late = self._stop_all(pod)  # the process ends; nothing re-creates it
+        pod.alive = False
+        self._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
+        del self.orphans[(name, token)]
+
+    def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:
+        pod = self._pod(name, token)
+        if pod is not None and self.orphans:
+            # Two processes under one name: the owner map (by name) cannot tell them apart.
+            others = [p for p in (*self.orphans.values(), self.pods.get(name))
+                      if p is not None and p is not pod and p.name == name and p.alive]
+            for action in actions:
+                if isinstance(action, sdk_session.Start) and any(
+                        action.resource in other.running for other in others):
+                    self.violations.append(
+                        f"t={self.clock.now_ms}: {action.resource} started on {name} "
+                        "while another process of that pod name (force-deleted) runs it")
+        super()._batch(name, token, actions)
 
     def _inputs(self) -> control.Inputs:
         inputs = super()._inputs()
@@ -465,6 +554,11 @@ class HardSim(runner.Sim):
             if due is not None and due >= self.clock.now_ms and due not in self.wakes:
                 self.wakes.add(due)
                 self.clock.at(due, "wake", self.operator_epoch)
+        # And when a vanished pod's member departs (its fence budget ran out).
+        for gone in self.memory.vanished.values():
+            if gone.until_ms >= self.clock.now_ms and gone.until_ms not in self.wakes:
+                self.wakes.add(gone.until_ms)
+                self.clock.at(gone.until_ms, "wake", self.operator_epoch)
 
     def _wake(self, epoch: int) -> None:
         if epoch == self.operator_epoch:
@@ -481,6 +575,8 @@ class HardSim(runner.Sim):
 
     def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member,
                 member_epoch: int) -> None:
+        if (name, token) in self.orphans:
+            return  # written before its pod was force-deleted: its Lease went with the pod
         if self._pod(name, token) is not None:
             self.hidden.pop(name, None)
         super()._report(name, token, seq, member, member_epoch)
@@ -513,14 +609,16 @@ class HardSim(runner.Sim):
         super()._send_report(pod, member, member_epoch)
 
 
-def run_hard(seed: int, *, families: int = 2) -> Outcome:
+def run_hard(seed: int, *, families: int = 3) -> Outcome:
     """Run hard chaos seed ``seed`` and check it (final state and the event log).
 
     ``families=1``: the first version of the draw (no clock offsets, no forged reports,
-    departures removed by the simulator at lease + margin).
+    departures removed by the simulator at lease + margin). ``families=2``: the second
+    (the step is told that a vanished pod's process stopped with it). ``families=3``:
+    force deletes too, and the step's own rule for vanished pods (``Extra``).
     """
     config, scenario = draw_hard(seed)
-    sim = HardSim(config, scenario, draw_extra(seed)) if families >= 2 \
+    sim = HardSim(config, scenario, draw_extra(seed, families=families)) if families >= 2 \
         else runner.Sim(config, scenario)
     sim.audit = []
     result = sim.run()

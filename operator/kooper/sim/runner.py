@@ -154,6 +154,10 @@ EAGER_ONLY = frozenset({model.Protocol.EAGER})
 class Sim:
     """One run. ``run()`` drives the clock until nothing is left to happen."""
 
+    gone_means_stopped = True
+    """A pod that vanishes stops its process with it (``control.Inputs``): so do this
+    simulator's crashes and kills."""
+
     def __init__(self, config: Config, scenario: scenarios.Scenario) -> None:
         self.config = config
         self.scenario = scenario
@@ -842,7 +846,7 @@ class Sim:
         pods, leases = self.modelled.current()
         inputs = control.Inputs(
             group=modelled.group(self.config.group, self.settings), pods=pods, leases=leases,
-            connectors=self.counts)
+            connectors=self.counts, gone_means_stopped=self.gone_means_stopped)
         owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in self.permanent)
                   for owner in control.owners_to_read(inputs, self.memory)}
         if self.roller is not None:

@@ -33,6 +33,11 @@ class Action(enum.StrEnum):
     """The operator restarts (``mid_round``: crashing while writing a round's documents)."""
     PROTOCOL = "protocol"
     """The WorkerGroup's configured protocol flips (``protocols`` names the new one)."""
+    FORCE_DELETE = "force_delete"
+    """``kubectl delete pod --force --grace-period=0`` (a lost node): the pod and its Lease
+    are gone at once and the pod is re-created under its name, while the old process runs
+    on, cut off from the API, until it fences itself by its own timing budget (hard chaos
+    only: ``sim.chaos.HardSim``)."""
     PARTITION = "partition"
     """The pod loses the API for ``down_ms`` (it self-fences after the lease duration)."""
     ROLLOUT = "rollout"
