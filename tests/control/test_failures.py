@@ -250,12 +250,18 @@ def test_restart_task_annotation_restarts_an_exhausted_task_once_per_value():
     assert all(doc.epochs.get("A-1") != 3 for doc in again.last.configmap_writes)  # type: ignore[union-attr]
 
 
-def test_a_restarted_operator_keeps_the_restart_count_from_the_connector_status():
+def failed_past_its_restart_limit() -> tuple[Member, Group]:
+    """A task that failed three times with a restart limit of 2: ``Failed``, restarts 2."""
     member = Member("a", failing={"A-1": "boom"})
     group = Group(member, connectors=[connector(max_restarts=2, backoff_s=0)])
     group.settle()
     for _ in range(4):
         group.step()
+    return member, group
+
+
+def test_a_restarted_operator_keeps_the_restart_count_from_the_connector_status():
+    member, group = failed_past_its_restart_limit()
     found = group.task_status()
     assert (tasks_of(found)["A-1"]["state"], tasks_of(found)["A-1"]["restarts"]) == ("Failed", 2)
     # A new operator: the planner state as ``restored`` reads it back (tested with the
@@ -288,11 +294,7 @@ def test_a_failed_entry_is_read_back_whichever_casing_wrote_it(running, failed):
 
 
 def test_an_upgraded_operator_keeps_an_older_kooper_s_failed_task_failed_and_rewrites_it():
-    member = Member("a", failing={"A-1": "boom"})
-    group = Group(member, connectors=[connector(max_restarts=2, backoff_s=0)])
-    group.settle()
-    for _ in range(4):
-        group.step()
+    member, group = failed_past_its_restart_limit()
     found = group.task_status()
     older = {**found, "tasks": [{**task, "state": task["state"].upper()}
                                 for task in found["tasks"]]}  # type: ignore[attr-defined]

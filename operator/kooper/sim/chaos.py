@@ -497,12 +497,8 @@ class HardSim(runner.Sim):
         if orphan is None:
             super()._exit_check(name, token, cut)
             return
-        pod = self._cut(name, token, cut)
-        if pod is None or pod.session is None:
-            return
-        pod.session.tick(self.clock.now_ms)
-        if pod.session.exit_reason is None:
-            self._pump(pod)
+        pod = self._exiting(name, token, cut)
+        if pod is None:
             return
         late = self._stop_all(pod)  # the process ends; nothing re-creates it
         pod.alive = False

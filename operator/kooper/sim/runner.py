@@ -686,14 +686,22 @@ class Sim:
             pod.fenced = True
             self._stop_all(pod)
 
-    def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
-        """The session's deadline: a stop still running ends the process (it restarts)."""
+    def _exiting(self, name: ids.WorkerId, token: int, cut: int) -> _Pod | None:
+        """The pod whose session's deadline has come with a stop still running (its process
+        ends), else None (a session that needs nothing more is pumped instead)."""
         pod = self._cut(name, token, cut)
         if pod is None or pod.session is None:
-            return
+            return None
         pod.session.tick(self.clock.now_ms)
         if pod.session.exit_reason is None:
             self._pump(pod)
+            return None
+        return pod
+
+    def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
+        """The session's deadline: a stop still running ends the process (it restarts)."""
+        pod = self._exiting(name, token, cut)
+        if pod is None:
             return
         protocols = pod.protocols
         self._depart(pod)
