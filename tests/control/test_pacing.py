@@ -262,12 +262,18 @@ def test_the_crd_admits_a_count_of_at_least_one_or_a_percentage(path, value, ok)
 
 
 @pytest.mark.parametrize("path", CRDS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_crd_default_is_the_code_default(path):
+@pytest.mark.parametrize(("policy", "limit"), [("kooper", "25%"), ("kip415", "100%")])
+def test_unset_the_limit_is_the_policy_s_and_kip415_does_not_pace(path, policy, limit):
+    """The CRD stores no default (it would have to depend on the policy); the operator
+    reads an unset limit as its policy's: 25% under kooper, none under kip415, whose
+    rounds then revoke and delay exactly as Kafka Connect's assignor does."""
     crd = yaml.safe_load(path.read_text())
     stored, errors = crdschema.admit(crd, {
         "apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
         "metadata": {"name": "g", "namespace": "n"},
-        "spec": {"selector": {"matchLabels": {"app": "w"}}, "balancing": {}}})
+        "spec": {"selector": {"matchLabels": {"app": "w"}}, "policy": policy,
+                 "balancing": {}}})
     assert not errors
-    assert stored["spec"]["balancing"]["maxMovesPerRound"] == \
-        defaults.BALANCING_MAX_MOVES_PER_ROUND
+    assert "maxMovesPerRound" not in stored["spec"]["balancing"]
+    assert views.parse_group(stored).max_moves_per_round == limit
+    assert defaults.BALANCING_MAX_MOVES_BY_POLICY[policy] == limit

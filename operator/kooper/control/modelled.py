@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kooper.control import views
-from kooper.core import ids, model
+from kooper.core import defaults, ids, model
 from kooper.protocol import messages
 
 NAMESPACE = "default"
@@ -30,7 +30,8 @@ def group(name: str, settings: model.Settings, *, status: Mapping[str, Any] | No
     return views.GroupView(
         namespace=NAMESPACE, name=name, uid=f"uid-{name}", generation=1, resource_version="",
         selector=views.Selector(((views.GROUP_LABEL, name),)), settings=settings,
-        lease_duration_s=FOREVER_S, clock_skew_s=0, status=dict(status or {}))
+        lease_duration_s=FOREVER_S, clock_skew_s=0, status=dict(status or {}),
+        max_moves_per_round=defaults.BALANCING_MAX_MOVES_BY_POLICY[str(settings.policy)])
 
 
 def connectors(name: str, counts: Mapping[str, int]) -> list[views.ConnectorView]:

@@ -146,7 +146,8 @@ class GroupView:
     release_hold: str = ""
     """The ``kooper.dev/release-hold`` annotation (``control.rails``)."""
     max_moves_per_round: int | str = defaults.BALANCING_MAX_MOVES_PER_ROUND
-    """``spec.balancing.maxMovesPerRound`` (``control.pacing``): a count or ``"25%"``."""
+    """``spec.balancing.maxMovesPerRound`` (``control.pacing``): a count or ``"25%"``; unset,
+    the policy's default (``kip415``: ``"100%"``, no pacing, as Kafka Connect)."""
     invalid: str = ""
     """Why the spec cannot be acted on (``""``: it can); the group then fails alone."""
 
@@ -178,7 +179,8 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
                                         if isinstance(spec.get("rails"), Mapping) else None),
         release_hold=str((meta.get("annotations") or {}).get("kooper.dev/release-hold", "")),
         max_moves_per_round=_moves((spec.get("balancing") or {}).get("maxMovesPerRound")
-                                   if isinstance(spec.get("balancing"), Mapping) else None),
+                                   if isinstance(spec.get("balancing"), Mapping) else None,
+                                   defaults.BALANCING_MAX_MOVES_BY_POLICY[str(settings.policy)]),
         status=dict(body.get("status") or {}),
         invalid=invalid,
     )
@@ -392,13 +394,13 @@ def _fraction(value: object) -> float:
     return defaults.RAILS_MAX_DEPARTED_FRACTION
 
 
-def _moves(value: object) -> int | str:
-    """A valid ``maxMovesPerRound`` (a count >= 1, or "1%".."100%"); else the default."""
+def _moves(value: object, default: int | str) -> int | str:
+    """A valid ``maxMovesPerRound`` (a count >= 1, or "1%".."100%"); else the policy's default."""
     if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit() \
             and 1 <= int(value[:-1]) <= 100:
         return value
     count = _int(value, 0)
-    return count if count >= 1 else defaults.BALANCING_MAX_MOVES_PER_ROUND
+    return count if count >= 1 else default
 
 
 def _int(value: object, default: int) -> int:

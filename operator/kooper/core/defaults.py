@@ -35,5 +35,9 @@ RAILS_MAX_DEPARTED_FRACTION = 1.0
 """``WorkerGroup.spec.rails.maxDepartedFraction``: hold reassignment while more than this
 fraction of the members that held work are gone at once (1: never hold)."""
 BALANCING_MAX_MOVES_PER_ROUND = "25%"
-"""``WorkerGroup.spec.balancing.maxMovesPerRound``: at most this many resources revoked for
-balance in one round, a count or a percentage of the group's resources (``control.pacing``)."""
+"""``WorkerGroup.spec.balancing.maxMovesPerRound`` under policy ``kooper``: at most this many
+resources revoked for balance in one round, a count or a percentage of the group's
+resources (``control.pacing``)."""
+BALANCING_MAX_MOVES_BY_POLICY = {"kooper": BALANCING_MAX_MOVES_PER_ROUND, "kip415": "100%"}
+"""The default by policy: ``kip415`` does not pace, as Kafka Connect's assignor does not
+(its revocations and delays then match Connect's round for round)."""
