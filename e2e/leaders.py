@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from e2e import chaos_log, chaos_real, realplane
@@ -166,7 +167,7 @@ class Replicas(chaos_real.Harness):
         return chaos_log.settled_at(self.runs(), self.settings.expected, after_ms=since_ms,
                                     until_ms=chaos_real.now_ms()) is not None
 
-    def wait(self, what: str, check: Any, timeout_s: float) -> None:
+    def wait(self, what: str, check: Callable[[], object], timeout_s: float) -> None:
         """Poll ``check`` (the kubelet going on meanwhile) until true, or ``TimeoutError``."""
         deadline = time.monotonic() + timeout_s
         while not check():

@@ -14,13 +14,18 @@ held DELETE is released, its answer is in the frozen leader's socket, and the le
 is thawed: its round goes on with the plan it made before the freeze (the victim's
 work given to the other members), while the new incarnation already runs it.
 
-Without the fence (the parent of the fencing commit) the DELETE and the PUTs after it
-land, and the workers' rows can show a resource on two processes at once. With it:
-every write the old leader makes after the thaw answers 409, the old leader stands
-down, and the workers' rows (e2e/chaos_log.py) show no double ownership and nothing
-lost. Release before SIGCONT, not after: the client's 30 s request timeout keeps
-running while the process is stopped, and the API server, not the order in which
-the thawed process's overdue timers fire, must decide the DELETE's fate.
+Without the fence (the parent of the fencing commit; 2 runs of 2) the held DELETE,
+which carried no precondition then, lands (200) and removes the ConfigMap the new term
+had just written for the new incarnation; the new leader, finding it gone, moves
+that member's work elsewhere while the new incarnation still runs it: overlaps of
+144 and 172 ms at the same per-task epoch in the workers' rows (the old leader's
+elector stood down before its PUTs went out). With the fence: the DELETE answers 409,
+the old leader stands down and writes nothing more, and the workers' rows
+(e2e/chaos_log.py) show no double ownership and nothing lost.
+
+Release before SIGCONT, not after: the client's 30 s request timeout keeps running
+while the process is stopped, and the API server, not the order in which the thawed
+process's overdue timers fire, must decide the DELETE's fate.
 """
 
 from __future__ import annotations
