@@ -15,7 +15,12 @@ clients:
 * ``partition(client)`` / ``heal(client)``: one client is cut off. Every client has a
   listening port of its own (``add_client``), so the proxy knows who is asking
   without looking at credentials: a partitioned client's connections are closed
-  (open watches included) and its new requests get no answer but a closed connection.
+  (open watches included) and its new requests get no answer but a closed connection;
+* ``trap(client, method, path_fragment, on_trap)``: the first request of ``client``
+  with that method whose path contains the fragment calls ``on_trap()`` (in the
+  proxy's thread, as the request arrives: the stale-leader test SIGSTOPs the sender
+  there) and is *held*, not forwarded, until ``Trap.release()``; then it goes on as
+  any request (a client that gave up meanwhile gets nothing forwarded: status 0).
 
 TLS: the proxy serves a certificate for 127.0.0.1 and localhost that it mints with the
 ``openssl`` command from a CA the clients trust: the local control plane's own CA when
@@ -38,7 +43,8 @@ import pathlib
 import socket
 import ssl
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -55,6 +61,8 @@ aiohttp sets itself."""
 REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
 HELD = aiohttp.web.RequestKey("kooper.fault_proxy.held", bool)
 """The request's key that says the slow API held it."""
+TRAPPED = aiohttp.web.RequestKey("kooper.fault_proxy.trapped", bool)
+"""The request's key that says a trap held it."""
 RETRY_AFTER_S = 1
 """What a 429 says in ``Retry-After`` (kube-apiserver's priority and fairness says 1)."""
 
@@ -67,18 +75,75 @@ class Exchange:
     method: str
     path: str
     status: int
-    """The answer's status (0: the connection was closed by a partition)."""
+    """The answer's status (0: nothing was forwarded: a partition closed the connection,
+    or the client went away while a trap held the request)."""
     injected: bool
     """Whether the proxy made the answer up (a burst's error) instead of forwarding."""
     held: bool = False
     """Whether the slow API held the request before it was answered."""
     watch: bool = False
     """Whether the request was a watch (``?watch=1``)."""
+    trapped: bool = False
+    """Whether a trap held the request (status 0: its client went away while held, so
+    it was never forwarded)."""
 
     @property
     def write(self) -> bool:
         """Whether the request was a write (what bursts answer)."""
         return self.method in WRITE_METHODS
+
+
+class Trap:
+    """One armed trap (``FaultProxy.trap``): fires once, holds its request until released."""
+
+    def __init__(self, client: str, method: str, fragment: str,
+                 on_trap: Callable[[], None]) -> None:
+        self.client = client
+        self.method = method
+        self.fragment = fragment
+        self.on_trap = on_trap
+        self.fired = threading.Event()
+        """Set once the request arrived (after ``on_trap`` returned)."""
+        self.path = ""
+        """The path of the request it caught."""
+        self.fired_ms = 0
+        """When it caught it (wall clock, ms)."""
+        self.released_ms = 0
+        """When ``release`` was called (wall clock, ms; 0: not yet)."""
+        self.sprung = False
+        """Whether it caught its request (set under the proxy's lock)."""
+        self._released = threading.Event()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._lock = threading.Lock()
+
+    def matches(self, client: str, request: aiohttp.web.BaseRequest) -> bool:
+        """Whether ``request`` of ``client`` is the one this trap waits for."""
+        return (not self.sprung and client == self.client and request.method == self.method
+                and self.fragment in request.path)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait until the trap fired; whether it did."""
+        return self.fired.wait(timeout_s)
+
+    def release(self) -> None:
+        """Let the held request go on (forwarded as usual); safe to call twice."""
+        with self._lock:
+            if self._released.is_set():
+                return
+            self.released_ms = int(time.time() * 1000)
+            self._released.set()
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def hold(self) -> None:
+        """Wait (in the proxy's loop) until ``release``."""
+        event = asyncio.Event()
+        with self._lock:
+            if self._released.is_set():
+                return
+            self._waiters.append((asyncio.get_running_loop(), event))
+        await event.wait()
 
 
 def mint_certificate(directory: pathlib.Path, *, ca_cert: pathlib.Path | None = None,
@@ -129,6 +194,7 @@ class FaultProxy:
         self._delay_changed = asyncio.Event()
         self._holding = 0
         self._partitioned: set[str] = set()
+        self._traps: list[Trap] = []
         self._streams: dict[str, set[asyncio.Task[Any]]] = {}
         self._ports: dict[str, int] = {}
         self._clients_by_port: dict[int, str] = {}
@@ -265,12 +331,26 @@ class FaultProxy:
         with self._lock:
             self._partitioned.discard(client)
 
+    def trap(self, client: str, method: str, path_fragment: str,
+             on_trap: Callable[[], None] = lambda: None) -> Trap:
+        """Arm a trap: the first ``method`` request of ``client`` whose path contains
+        ``path_fragment`` calls ``on_trap()`` (in the proxy's thread, before anything
+        else happens to it) and is held, not forwarded, until the trap's ``release()``.
+        Requests that arrive while it is held pass as usual."""
+        trap = Trap(client, method, path_fragment, on_trap)
+        with self._lock:
+            self._traps.append(trap)
+        return trap
+
     def clear(self) -> None:
-        """Remove every fault."""
+        """Remove every fault (armed traps are disarmed, held requests released)."""
         with self._lock:
             self._failures.clear()
             self._delay_s = 0.0
             self._partitioned.clear()
+            traps, self._traps = self._traps, []
+        for trap in traps:
+            trap.release()
 
     # --- what happened -------------------------------------------------------------------
 
@@ -302,9 +382,35 @@ class FaultProxy:
                 *, injected: bool = False) -> None:
         held = bool(request.get(HELD, False))
         watch = request.query.get("watch") in ("1", "true")
+        trapped = bool(request.get(TRAPPED, False))
         with self._lock:
             self.exchanges.append(Exchange(client, request.method, request.path, status,
-                                           injected, held, watch))
+                                           injected, held, watch, trapped))
+
+    def _take_trap(self, client: str, request: aiohttp.web.BaseRequest) -> Trap | None:
+        with self._lock:
+            for trap in self._traps:
+                if trap.matches(client, request):
+                    trap.sprung = True
+                    return trap
+        return None
+
+    async def _spring(self, trap: Trap, client: str,
+                      request: aiohttp.web.BaseRequest) -> None:
+        """Call ``on_trap`` and hold ``request`` until released (the client may go away
+        meanwhile: then it is recorded as never forwarded, status 0)."""
+        request[TRAPPED] = True
+        trap.path = request.path
+        trap.fired_ms = int(time.time() * 1000)
+        try:
+            trap.on_trap()
+        finally:
+            trap.fired.set()
+        try:
+            await trap.hold()
+        except asyncio.CancelledError:
+            self._record(client, request, 0)
+            raise
 
     async def _hold(self, request: aiohttp.web.BaseRequest) -> None:
         loop = asyncio.get_running_loop()
@@ -329,6 +435,9 @@ class FaultProxy:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         with self._lock:
             client = self._clients_by_port.get(int(sockname[1]) if sockname else -1, "?")
+        trap = self._take_trap(client, request)
+        if trap is not None:
+            await self._spring(trap, client, request)
         await self._hold(request)
         if self._cut_off(client, request):
             raise asyncio.CancelledError  # the connection is closed: nothing to answer

@@ -6,7 +6,8 @@ control plane (``kooper.controlplane``: etcd, kube-apiserver, kube-controller-ma
 * a namespace of its own (CRDs installed, the chart's worker Role bound to the
   namespace's ``default`` ServiceAccount);
 * the fault proxy (e2e/fault_proxy.py) in front of kube-apiserver, with a port for
-  the operator and one per pod name, and the emulator's fault switches on top of it;
+  the operator (or one per operator replica) and one per pod name, and the emulator's
+  fault switches on top of it;
 * ``kooper run`` with a kubeconfig that points at the proxy and trusts its CA;
 * ``RealPods``: the harness is the kubelet of a node of its own (``NODE``), so it
   starts and signals the worker processes itself, and writes their process rows.
@@ -246,15 +247,19 @@ class RealPlane:
         # the operator would wait out its retry back-off at start.
         _wait("the CRDs' storage", lambda: all(self._serving(plural)
                                                for plural in localplane.KINDS))
+        self._write_kubeconfig(self.kubeconfig, OPERATOR)
+
+    def _write_kubeconfig(self, path: pathlib.Path, client: str) -> None:
+        """The admin kubeconfig, pointed at ``client``'s port of the proxy."""
         config = json.loads(self.handle.kubeconfig.read_text())
         assert self.proxy.ca_file is not None
         for cluster in config["clusters"]:
-            cluster["cluster"] = {"server": self.proxy.url(OPERATOR),
+            cluster["cluster"] = {"server": self.proxy.url(client),
                                   "certificate-authority": str(self.proxy.ca_file)}
         for context in config["contexts"]:
             context["context"]["namespace"] = self.namespace
-        self.kubeconfig.write_text(json.dumps(config, indent=2) + "\n")
-        self.kubeconfig.chmod(0o600)
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        path.chmod(0o600)
 
     def _established(self, plural: str) -> bool:
         try:
@@ -298,11 +303,17 @@ class RealPlane:
         self.admin.create(f"{localplane.KINDS[plural]}/namespaces/{self.namespace}/{plural}",
                           body)
 
-    def operator_command(self) -> tuple[list[str], dict[str, str]]:
-        """The operator's extra arguments and its environment (the proxy's kubeconfig)."""
+    def operator_command(self, client: str = OPERATOR) -> tuple[list[str], dict[str, str]]:
+        """The operator's extra arguments and its environment: a kubeconfig that reaches
+        the API through ``client``'s port of the proxy (one per operator replica, so a
+        fault can target one of them)."""
+        kubeconfig = self.kubeconfig
+        if client != OPERATOR:
+            kubeconfig = self.workdir / f"{client}.kubeconfig"
+            self._write_kubeconfig(kubeconfig, client)
         env = pods.child_env("")
         env.pop("KOOPER_KUBE_API", None)
-        return ["--kubeconfig", str(self.kubeconfig)], env
+        return ["--kubeconfig", str(kubeconfig)], env
 
     # --- faults ------------------------------------------------------------------------------
 

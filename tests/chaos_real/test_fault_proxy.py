@@ -211,3 +211,55 @@ def ended_without_events(stream: kube.WatchStream) -> bool:
         return list(stream) == []
     except apierrors.ApiError as exc:
         return exc.status == 0
+
+
+def test_a_trap_holds_the_first_matching_request_until_released(proxy, upstream):
+    fired_before_forwarded = []
+    trap = proxy.trap("w-0", "DELETE", "/configmaps/kooper-a",
+                      on_trap=lambda: fired_before_forwarded.append(list(upstream.seen)))
+    mine, other = client(proxy, "w-0"), client(proxy, "w-1")
+    with futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(mine.delete, "/api/v1/namespaces/x/configmaps/kooper-a")
+        assert trap.wait(TIMEOUT_S)
+        assert fired_before_forwarded == [[]]  # on_trap ran as it arrived, before forwarding
+        assert trap.path == "/api/v1/namespaces/x/configmaps/kooper-a"
+        # Held: everything else passes meanwhile (other methods, paths and clients).
+        mine.get("/api/v1/namespaces/x/configmaps/kooper-a")
+        mine.delete("/api/v1/namespaces/x/configmaps/kooper-b")
+        other.delete("/api/v1/namespaces/x/configmaps/kooper-a")
+        upstream.wait_seen(3)
+        assert not held.done()
+        assert upstream.seen.count(("DELETE", trap.path)) == 1  # w-1's, not the held one
+        assert [e.client for e in proxy.history() if e.method == "DELETE"
+                and e.path == trap.path] == ["w-1"]
+        trap.release()
+        assert held.result(TIMEOUT_S) == {"kind": "Thing", "method": "DELETE"}
+    assert upstream.seen[-1] == ("DELETE", trap.path)
+    mine.delete(trap.path)  # fired once: the next one passes at once
+    assert [(e.client, e.status, e.trapped) for e in proxy.history()
+            if e.method == "DELETE" and e.path == trap.path] == [
+        ("w-1", 200, False), ("w-0", 200, True), ("w-0", 200, False)]
+    assert fired_before_forwarded == [[]]
+
+
+def test_a_trapped_request_whose_client_gave_up_is_never_forwarded(proxy, upstream):
+    trap = proxy.trap("w-0", "PUT", "/configmaps/kooper-a")
+    impatient = kube.Api(proxy.url("w-0"), ca_file=proxy.ca_file, timeout_s=0.5)
+    assert status_of(lambda: impatient.request(
+        "PUT", "/api/v1/namespaces/x/configmaps/kooper-a", body={})) == 0
+    assert trap.fired.is_set()
+    wait_until("the abandoned request recorded", proxy.history)
+    trap.release()
+    client(proxy, "w-0").get("/api/v1/things")  # the proxy answers on: nothing was queued
+    assert upstream.seen == [("GET", "/api/v1/things")]
+    assert [(e.method, e.status, e.trapped) for e in proxy.history()] == [
+        ("PUT", 0, True), ("GET", 200, False)]
+
+
+def test_clear_releases_a_held_request(proxy, upstream):
+    trap = proxy.trap("w-0", "POST", "/things")
+    with futures.ThreadPoolExecutor(1) as pool:
+        held = pool.submit(client(proxy, "w-0").create, "/api/v1/things", {})
+        assert trap.wait(TIMEOUT_S)
+        proxy.clear()
+        assert held.result(TIMEOUT_S) == {"kind": "Thing", "method": "POST"}
