@@ -5,27 +5,28 @@ Real processes on the real control plane (e2e/leaders.py): two ``kooper run
 --leader-election`` replicas, each through its own port of the fault proxy, and three
 demo workers (policy kooper, compatible protocol, delay 0, member Lease 5 s). A worker
 is SIGKILLed and its pod re-created under its name. A trap at the proxy catches the
-leader's DELETE of that member's ConfigMap (the first write of its departure round),
-SIGSTOPs the leader there and holds the DELETE. Nothing here sleeps for a fixed time:
+leader's write of that member's ConfigMap in its departure round (a PUT: since a vanished
+pod's member keeps its work until its fence budget ran out, docs/protocol.md, it leaves
+and its next incarnation joins in one round; before that rule, the issue's runs, it was
+a DELETE), SIGSTOPs the leader there and holds the write. Nothing here sleeps for a fixed time:
 the test waits on events, polled from the API and the workers' rows, until the standby
 leads (after the leader Lease, 15 s), has fenced (``status.leaderEpoch`` grew) and
 the group is whole again with the victim's new incarnation running work. Then the
-held DELETE is released, its answer is in the frozen leader's socket, and the leader
-is thawed: its round goes on with the plan it made before the freeze (the victim's
-work given to the other members), while the new incarnation already runs it.
+held write is released, its answer is in the frozen leader's socket, and the leader
+is thawed: its round goes on with the plan it made before the freeze.
 
-Without the fence (the parent of the fencing commit; 2 runs of 2) the held DELETE,
-which carried no precondition then, lands (200) and removes the ConfigMap the new term
-had just written for the new incarnation; the new leader, finding it gone, moves
-that member's work elsewhere while the new incarnation still runs it: overlaps of
-144 and 172 ms at the same per-task epoch in the workers' rows (the old leader's
-elector stood down before its PUTs went out). With the fence: the DELETE answers 409,
-the old leader stands down and writes nothing more, and the workers' rows
-(e2e/chaos_log.py) show no double ownership and nothing lost.
+Without the fence (the parent of the fencing commit, trapping the DELETE it then sent;
+2 runs of 2) the held DELETE, which carried no precondition then, landed (200) and
+removed the ConfigMap the new term had just written for the new incarnation; the new
+leader, finding it gone, moved that member's work elsewhere while the new incarnation
+still ran it: overlaps of 144 and 172 ms at the same per-task epoch in the workers'
+rows. With the fence: the held write answers 409 (the new term re-issued the ConfigMap
+under its epoch), the old leader stands down and writes nothing more, and the workers'
+rows (e2e/chaos_log.py) show no double ownership and nothing lost.
 
 Release before SIGCONT, not after: the client's 30 s request timeout keeps running
 while the process is stopped, and the API server, not the order in which the thawed
-process's overdue timers fire, must decide the DELETE's fate.
+process's overdue timers fire, must decide the held write's fate.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ import pytest
 from e2e import chaos_real, fault_proxy, leaders
 
 pytestmark = [pytest.mark.chaos_real, pytest.mark.realk8s, pytest.mark.timeout(600)]
+
+TRAPPED = "PUT"
+"""The departure round's first write of the victim's ConfigMap, where the leader freezes."""
 
 SETTINGS = chaos_real.Settings(pods=3, delay_s=0)
 VICTIM = 1
@@ -61,7 +65,7 @@ class Outcome:
     started_while_frozen: set[str]
     trap: fault_proxy.Trap
     after_thaw: list[fault_proxy.Exchange]
-    """The old leader's requests answered from the release on (the held DELETE first)."""
+    """The old leader's requests answered from the release on (the held write first)."""
     frozen_s: float
     """From the trap to the SIGCONT."""
     took_over_s: float
@@ -83,12 +87,12 @@ def outcome(cluster, tmp_path_factory) -> Outcome:
         epoch_before = h.status_epoch()
         victim_before = h.incarnation(VICTIM)
         proxy = h.real.proxy
-        trap = proxy.trap(old, "DELETE", f"/configmaps/kooper-{h.pod(VICTIM).name}",
+        trap = proxy.trap(old, TRAPPED, f"/configmaps/kooper-{h.pod(VICTIM).name}",
                           on_trap=lambda: h.signal_operator(old, "sigstop"))
         started = chaos_real.now_ms()
         h.kill_worker(VICTIM)
         victim_after = h.incarnation(VICTIM)
-        h.wait(f"{old} to send the DELETE of the victim's ConfigMap",
+        h.wait(f"{old} to send the {TRAPPED} of the victim's ConfigMap",
                trap.fired.is_set, TAKEOVER_S)
         h.wait(f"{new} to lead", lambda: h.leader() == new, TAKEOVER_S)
         took_over_ms = chaos_real.now_ms()
@@ -100,7 +104,7 @@ def outcome(cluster, tmp_path_factory) -> Outcome:
         started_while_frozen = h.started(victim_after)
         released = len(proxy.history())
         trap.release()
-        h.wait("the held DELETE to be answered", lambda: any(
+        h.wait(f"the held {TRAPPED} to be answered", lambda: any(
             e.trapped for e in proxy.history()[released:]), TAKEOVER_S)
         h.signal_operator(old, "sigcont")
         ended = chaos_real.now_ms()
@@ -129,7 +133,7 @@ def describe(exchanges: list[fault_proxy.Exchange]) -> str:
     return "\n".join(f"{e.method} {e.path} -> {e.status}" for e in exchanges)
 
 
-def test_the_leader_was_frozen_on_its_delete_and_the_standby_took_over(outcome):
+def test_the_leader_was_frozen_on_its_write_and_the_standby_took_over(outcome):
     assert outcome.trap.path.endswith(f"/configmaps/kooper-workers-{VICTIM}")
     assert outcome.new != outcome.old
     assert outcome.started_while_frozen, "the victim's new incarnation ran nothing"
@@ -143,9 +147,9 @@ def test_the_new_term_fenced_before_the_thaw(outcome):
     assert set(outcome.configmap_epochs.values()) == {outcome.epoch_taken}
 
 
-def test_the_held_delete_was_refused_by_the_fence(outcome):
+def test_the_held_write_was_refused_by_the_fence(outcome):
     [held] = [e for e in outcome.after_thaw if e.trapped]
-    assert (held.method, held.status) == ("DELETE", 409), describe(outcome.after_thaw)
+    assert (held.method, held.status) == (TRAPPED, 409), describe(outcome.after_thaw)
 
 
 def test_no_write_of_the_thawed_leader_landed(outcome):
