@@ -28,7 +28,7 @@ lint: $(STAMP)
 
 # The drills of the kind tier run on kind only (make kind-tier), not on the local plane too.
 pytest: $(STAMP) kube-bins
-	KOOPER_REQUIRE_REALK8S=1 $(BIN)/python -m pytest -q -m "not kind_tier" $(PYTEST_ARGS)
+	KOOPER_REQUIRE_REALK8S=1 $(BIN)/python -m pytest -q -rs -m "not kind_tier" $(PYTEST_ARGS)
 
 ## make kube-bins: build kube-apiserver, kube-controller-manager, kubectl and etcd from the
 ## Go modules pinned in hack/kube/go.mod into ~/.cache/kooper/ (a no-op when cached).
@@ -44,12 +44,12 @@ bench: $(STAMP) kube-bins
 ## pulled or built offline, all cached in ~/.cache/kooper and Docker).
 e2e: $(STAMP) kube-bins
 	bash hack/kind/prepare.sh
-	$(BIN)/python -m pytest -q e2e --with-e2e $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs e2e --with-e2e $(PYTEST_ARGS)
 
 ## make kind-tier: the kind drills make test runs (rolling restarts, a pod kill, node failures).
 kind-tier: $(STAMP) kube-bins
 	bash hack/kind/prepare.sh
-	$(BIN)/python -m pytest -q e2e --with-e2e -m kind_tier $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs e2e --with-e2e -m kind_tier $(PYTEST_ARGS)
 
 ## make kind-up / kind-down: the drills' kind cluster by hand (KOOPER_E2E_CLUSTER=kooper-e2e
 ## make e2e then reuses it).
