@@ -175,3 +175,6 @@ def test_a_worker_never_applies_a_lower_leader_epoch_than_it_has_seen():
     assert session.receive_assignment(doc("a", 3, "c-0", leader_epoch=2))
     assert not session.receive_assignment(doc("a", 4, "c-1", leader_epoch=1))
     assert session.receive_assignment(doc("a", 5, "c-1", leader_epoch=2))
+    # An operator without leader election (epoch 0) is alone: its documents are applied.
+    assert session.receive_assignment(doc("a", 6, "c-0", leader_epoch=0))
+    assert not session.receive_assignment(doc("a", 7, "c-1", leader_epoch=1))

@@ -210,11 +210,13 @@ class Session:
             )
         if not self.planned_for_us(assignment):
             return False
-        if assignment.leader_epoch < self._leader_epoch:
+        if 0 < assignment.leader_epoch < self._leader_epoch:
             # Written by a leader older than one we heard from: a stalled leader's late
-            # write (docs/protocol.md, "Fencing the leader"). Never applied.
+            # write (docs/protocol.md, "Fencing the leader"). Never applied. (0: an
+            # operator without leader election, alone by construction: nothing to fence,
+            # and a group switched from election to none must not be refused.)
             return False
-        self._leader_epoch = assignment.leader_epoch
+        self._leader_epoch = max(self._leader_epoch, assignment.leader_epoch)
         if not member.accepts_assignments(self.state):
             return False
         epoch = assignment.member_epoch
