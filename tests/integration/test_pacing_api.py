@@ -16,10 +16,12 @@ def group(**balancing):
                                     "balancing": balancing}})
 
 
-def test_a_percentage_and_a_count_are_admitted_and_the_default_is_filled_in(k, namespace):
+def test_a_percentage_and_a_count_are_admitted_and_unset_stays_unset(k, namespace):
+    # No stored default: the operator reads an unset limit as its policy's (25% under
+    # kooper, none under kip415, which does not pace, as Kafka Connect does not).
     k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group())
     spec = get_json(k, "-n", namespace, "workergroup", "paced")["spec"]
-    assert spec["balancing"] == {"maxMovesPerRound": "25%"}
+    assert spec["balancing"] == {}
     for value in (7, "100%"):
         k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group(maxMovesPerRound=value))
         spec = get_json(k, "-n", namespace, "workergroup", "paced")["spec"]

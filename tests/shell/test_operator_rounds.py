@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 from tests.shell.conftest import (
     condition,
     events,
@@ -166,8 +169,24 @@ def test_a_burst_of_joins_is_planned_as_one_round(emulated, fleet):
         wait_for(lambda: group_status(emulated).get("conditions"), what="first round")
         runner = next(iter(op.shell.runners.values()))
         before = runner.rounds_planned
+        # The burst arrives while a round is due: the gate holds the runner's rounds until
+        # the operator has seen all six (on its own watches), so how fast a loaded machine
+        # creates them cannot split the burst; the debounce is what the runner then obeys.
+        gate = threading.Event()
+        original = runner.round
+
+        async def gated(**kwargs):
+            while not gate.is_set():
+                await asyncio.sleep(0.01)
+            return await original(**kwargs)
+
+        runner.round = gated
         for n in range(6):
             fleet.add(f"w-{n}")
+        wait_for(lambda: len(list(op.shell.index_views.leases("default"))) == 6
+                 and len(list(op.shell.index_views.pods("default"))) == 6,
+                 what="the operator's watches to show all six")
+        gate.set()
         wait_for(lambda: settled(fleet, emulated, resources=13, members=6), what="settle")
         joined = [e["message"] for e in events(emulated, "MemberJoined")]
         assert joined[0].startswith("6 member(s) joined")
