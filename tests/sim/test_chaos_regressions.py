@@ -105,3 +105,17 @@ VANISHED_WHILE_REVOKING = (4129, 5055)
 @pytest.mark.parametrize("seed", VANISHED_WHILE_REVOKING)
 def test_a_force_deleted_member_keeps_what_it_was_being_revoked(seed: int):
     assert chaos.run_hard(seed, families=3).violations == ()
+
+
+# Families 3, kip415 unpaced: a member that fenced itself had accepted generation 11
+# before its fence; the operator gave it a new membership epoch with its work
+# unchanged, so its document kept generation 11, which the worker (rightly) ignores as
+# not newer. An eager round then waited forever for it to confirm its revocations:
+# nothing ran. Fixed: a member starting a new membership gets a newer generation
+# (``control.reissue``), whether or not its work changed.
+NEW_MEMBERSHIP_SAME_GENERATION = (3593,)
+
+
+@pytest.mark.parametrize("seed", NEW_MEMBERSHIP_SAME_GENERATION)
+def test_a_new_membership_always_comes_with_a_generation_the_member_has_not_seen(seed: int):
+    assert chaos.run_hard(seed, families=3).violations == ()

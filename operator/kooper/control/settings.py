@@ -10,9 +10,9 @@ generation carrying the new config and state; the worker restarts what changed
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 
+from kooper.control import reissue
 from kooper.core import model
 
 Settings = Mapping[str, tuple[Mapping[str, str] | None, str | None]]
@@ -36,20 +36,8 @@ def rewrite(plan: model.Plan, connectors: Iterable[str]) -> model.Plan:
     names = frozenset(connectors)
     if not names:
         return plan
-    due = [member for member, part in plan.members.items()
-           if member not in plan.changed and _names_any(part.assigned, names)]
-    if not due:
-        return plan
-    generation = plan.state.generation + 1
-    members = dict(plan.members)
-    assigned_at = dict(plan.state.assigned_at)
-    for member in due:
-        part = members[member]
-        members[member] = model.MemberPlan(part.assigned, part.revoked, generation)
-        assigned_at[member] = generation
-    return dataclasses.replace(
-        plan, members=members, changed=plan.changed | frozenset(due),
-        state=dataclasses.replace(plan.state, generation=generation, assigned_at=assigned_at))
+    return reissue.reissue(plan, (member for member, part in plan.members.items()
+                                  if _names_any(part.assigned, names)))
 
 
 def _names_any(resources: model.ConnectorsAndTasks, names: frozenset[str]) -> bool:

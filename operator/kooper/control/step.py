@@ -58,6 +58,7 @@ from kooper.control import (
     liveness,
     pacing,
     rails,
+    reissue,
     restarts,
     rollout,
     settings,
@@ -347,6 +348,9 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         plan = claims.revoke_foreign(plan, foreign, done=memory.revoked_claims)
     carried = settings.wanted(wanted.configs, wanted.states)
     plan = settings.rewrite(plan, settings.changed(memory.settings_written, carried))
+    # A member starting a new membership (it fenced itself, or came back) must apply its
+    # document even where its work did not change: a generation it has not accepted yet.
+    plan = reissue.reissue(plan, epochs.member_epochs(memory, plan, good)[2])
     out = events.Recorder(memory.reported)
     for member, how in sorted(inputs.edits.items()):
         name = views.configmap_name(member)
