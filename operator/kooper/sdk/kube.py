@@ -81,6 +81,7 @@ class Api:
         self._bearer = connection.Bearer(self.connection)
         self._context = connection.ssl_context(self.connection)
         self._proxy = connection.proxy_for(self.base_url, env)
+        self._url = urllib.parse.urlsplit(self.base_url)
         self._local = threading.local()
         self._sleep = sleep
 
@@ -174,14 +175,13 @@ class Api:
             current.close()
 
     def _target(self, target: str) -> str:
-        url = urllib.parse.urlsplit(self.base_url)
-        if self._proxy and url.scheme == "http":
+        if self._proxy and self._url.scheme == "http":
             return self.base_url + target  # a plain HTTP proxy takes the absolute URL
-        return url.path + target
+        return self._url.path + target
 
     def _open(self, timeout_s: float) -> http.client.HTTPConnection:
         """A connection to the API server, through the proxy when one applies."""
-        url = urllib.parse.urlsplit(self.base_url)
+        url = self._url
         host, port = url.hostname or "", url.port
         if self._proxy:
             proxy = urllib.parse.urlsplit(
