@@ -85,8 +85,10 @@ class Harness:
 
     def turn_until(self, predicate, what):
         """Turn the loop until ``predicate()``; between turns, sleep on the loop's own
-        wake-up event (set by finished callbacks), not on a timer."""
+        wake-up event (set by finished callbacks), not on a timer. Before each turn the
+        harness plays the re-read thread (no thread runs here: ``join`` only)."""
         for _ in range(1000):
+            self.worker.watch.reread_once()
             self.worker.step()
             if predicate():
                 return

@@ -1,15 +1,18 @@
 """The blocking transport: moves bytes between the API server and a ``Session``.
 
-Four threads, one owner each:
+Five threads, one owner each:
 
 * the **lease keeper** (``sdk.lease``) owns the Lease ``kooper-<pod>``: it
   creates it, renews it every ``renew_interval_s`` and writes the latest report
   in the same patch. It never blocks on user code;
 * the **assignment watch** (``sdk.watch``) follows the ConfigMap ``kooper-<pod>``
   with a list + watch and wakes the main loop the moment it changes;
-* the **main loop** owns the session: it feeds it assignments (from the watch,
-  plus a slow re-read every ``resync_interval_s`` as a safety net), renewals and
-  time, and runs the actions it returns;
+* the **assignment watch** also re-reads the ConfigMap every ``resync_interval_s``
+  on a thread of its own, a safety net under the watch;
+* the **main loop** owns the session: it feeds it assignments (from the watch and
+  the re-read), renewals and time, and runs the actions it returns. It never waits
+  on the network while it serves (a request to a partitioned API server blocks for
+  its timeout, and the fence must not wait for it) nor on a callback;
 * two **pools** run the user's callbacks, one for stops so that a fenced member's
   stops never queue behind hung starts. The main loop never waits on a callback:
   it hands each one to a pool and goes on turning (renewals, the fencing
@@ -156,6 +159,7 @@ class Worker:
             name=identity.configmap_name,
             on_change=self._wake.set,
             timeout_s=self.settings.watch_timeout_s,
+            reread_interval_s=self.settings.resync_interval_s,
             clock=clock,
         )
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -168,7 +172,7 @@ class Worker:
         self._dead = False
         self._configmap_version = ""
         self._watch_sequence = 0
-        self._next_resync = clock()
+        self._reread_sequence = 0
         self._seen_renewal: float | None = None
         self._epochs: dict[str, int] = {}
         self._owner = identity.uid
@@ -253,7 +257,7 @@ class Worker:
     def step(self) -> None:
         """One turn, never blocking on a callback: renewals, time and finished or
         overdue callbacks into the session, read the assignment, start the actions."""
-        self._last_loop = now = self._clock()
+        self._last_loop = self._clock()
         self._feed_time()
         if member.accepts_assignments(self.session.state):
             sequence, configmap = self.watch.latest()
@@ -261,9 +265,11 @@ class Worker:
                 self._watch_sequence = sequence
                 if configmap is not None:
                     self._offer(configmap)
-            if now >= self._next_resync:
-                self._next_resync = now + self.settings.resync_interval_s
-                self._resync()
+            sequence, configmap = self.watch.reread()
+            if sequence != self._reread_sequence:
+                self._reread_sequence = sequence
+                if configmap is not None:
+                    self._offer(configmap)
         self._run_actions()
         self.metrics.observe(self.session, self.keeper)
 
@@ -340,17 +346,6 @@ class Worker:
                 f"(set POD_UID from the Downward API, fieldRef metadata.uid): {exc}"
             ) from exc
         return str(pod.get("metadata", {}).get("uid", ""))
-
-    def _resync(self) -> None:
-        path = kube.configmap_path(self.identity.namespace, self.identity.configmap_name)
-        try:
-            configmap = self.api.get(path)
-        except apierrors.NotFound:
-            return
-        except apierrors.ApiError as exc:
-            logger.warning("cannot read the assignment: %s", exc)
-            return
-        self._offer(configmap)
 
     def _offer(self, configmap: Mapping[str, Any]) -> None:
         version = str(configmap.get("metadata", {}).get("resourceVersion", ""))

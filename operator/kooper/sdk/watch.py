@@ -15,9 +15,14 @@ The reflector pattern, for one object, on a thread of its own:
 
 Only the latest object matters (each assignment replaces the previous one and the
 session ignores older generations), so the hand-over is a one-slot mailbox plus a
-wake-up call; the worker's main loop takes it from there. The worker also keeps a
-slow periodic re-read of its own (``Settings.resync_interval_s``) in case a watch
-went silent without failing (a half-open connection).
+wake-up call; the worker's main loop takes it from there.
+
+A second thread re-reads the object every ``reread_interval_s`` (a plain GET, into a
+slot of its own) in case the watch went silent without failing (a half-open
+connection). It is a thread, not a step of the worker's main loop, because a request
+to an unreachable server blocks for its whole timeout: the main loop must never wait
+on the network, or a partitioned member would fence late (found by the kind drill of
+a partitioned node, e2e/test_node_failure.py).
 """
 
 from __future__ import annotations
@@ -48,20 +53,25 @@ class AssignmentWatch:
         name: str,
         on_change: Callable[[], None],
         timeout_s: float = 300.0,
+        reread_interval_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
         self.timeout_s = timeout_s
+        self.reread_interval_s = reread_interval_s
         self._on_change = on_change
         self._clock = clock
         self._lock = threading.Lock()
         self._latest: dict[str, Any] | None = None
         self._sequence = 0
+        self._reread: dict[str, Any] | None = None
+        self._reread_sequence = 0
         self._stream: kube.WatchStream | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reread_thread: threading.Thread | None = None
         self.lists = 0
         """Lists made so far (the first one, then one per relist)."""
         self.watches = 0
@@ -69,6 +79,8 @@ class AssignmentWatch:
         self.expired = 0
         """Watches the server ended with 410 Gone (each followed by a relist)."""
         self.last_error = ""
+        self.rereads = 0
+        """Re-reads that answered (found or not found)."""
 
     # --- the consumer's side -------------------------------------------------------
 
@@ -78,10 +90,37 @@ class AssignmentWatch:
         with self._lock:
             return self._sequence, self._latest
 
+    def reread(self) -> tuple[int, dict[str, Any] | None]:
+        """``(sequence, object)`` as ``latest``, from the periodic re-read (0: none yet)."""
+        with self._lock:
+            return self._reread_sequence, self._reread
+
     def start(self) -> None:
-        """List, then watch, until ``stop``."""
+        """List, then watch, until ``stop``; re-read every ``reread_interval_s`` meanwhile."""
         self._thread = threading.Thread(target=self._loop, name="kooper-watch", daemon=True)
         self._thread.start()
+        self._reread_thread = threading.Thread(
+            target=self._reread_loop, name="kooper-reread", daemon=True
+        )
+        self._reread_thread.start()
+
+    def reread_once(self) -> bool:
+        """One GET of the object into the re-read slot (a 404 delivers "absent");
+        ``False`` when the server could not answer."""
+        path = kube.configmap_path(self.namespace, self.name)
+        try:
+            obj: dict[str, Any] | None = self.api.get(path)
+        except apierrors.NotFound:
+            obj = None
+        except apierrors.ApiError as exc:
+            logger.warning("cannot re-read the assignment: %s", exc)
+            return False
+        with self._lock:
+            self._reread = obj
+            self._reread_sequence += 1
+            self.rereads += 1
+        self._on_change()
+        return True
 
     def stop(self) -> None:
         """End the watch and its thread (a blocked read is interrupted)."""
@@ -90,10 +129,15 @@ class AssignmentWatch:
             stream = self._stream
         if stream is not None:
             stream.close()
-        if self._thread is not None:
-            self._thread.join(timeout=self.api.timeout_s + 1)
+        for thread in (self._thread, self._reread_thread):
+            if thread is not None:
+                thread.join(timeout=self.api.timeout_s + 1)
 
-    # --- the watch thread ----------------------------------------------------------
+    # --- the threads ---------------------------------------------------------------
+
+    def _reread_loop(self) -> None:
+        while not self._stop.wait(self.reread_interval_s):
+            self.reread_once()
 
     def _loop(self) -> None:
         backoff = BACKOFF_MIN_S
