@@ -19,8 +19,15 @@ stated bound. Overlaps with a frozen member whose work was started elsewhere at 
 higher epoch are counted and printed in their own column (no lease can prevent
 them; docs/sdk.md, "Chaos with real processes").
 
+With ``--control`` (real backend only), each run has two ``kooper run
+--leader-election`` replicas (e2e/leaders.py) and its faults strike the control side
+too: the leader frozen (SIGSTOP) or cut off from the API at the fault proxy at a random
+point of a departure round, held until the standby leads under a newer epoch and the
+group is whole, then thawed or healed (the control faults come first, then faults drawn
+from ``leaders.MIXED_FAULTS``, the leader SIGKILLed among them).
+
     python benchmarks/bench_chaos_real.py [--backend real|emulator] [--runs 10] [--faults 8]
-                                          [--seed 0]
+                                          [--seed 0] [--control]
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ sys.path.insert(0, str(ROOT))  # e2e/ is a package of the repository, not of koo
 
 from collections.abc import Callable, Iterator  # noqa: E402
 
-from e2e import chaos_real, realplane  # noqa: E402
+from e2e import chaos_real, leaders, realplane  # noqa: E402
 
 from kooper.controlplane import binaries, host  # noqa: E402
 from kooper.demo import pods  # noqa: E402
@@ -89,12 +96,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", type=int, default=len(chaos_real.FAULTS),
                         help="faults per run (default: one of each family)")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--control", action="store_true",
+                        help="two operator replicas, and faults on the leader too "
+                             "(real backend only)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "out" / "bench-chaos-real",
                         help="where each run's logs go")
     args = parser.parse_args(argv)
+    if args.control and args.backend != "real":
+        parser.error("--control needs --backend real (the fault proxy, the leader Lease)")
     settings = chaos_real.Settings()
     with backend(args.backend, args.out) as plane:
         return run_all(args, settings, plane)
+
+
+Scenario = Callable[[int, list[tuple[str, int]], pathlib.Path], chaos_real.Report]
+
+
+def scenario_for(args: argparse.Namespace, settings: chaos_real.Settings,
+                 plane: Callable[[pathlib.Path], chaos_real.Plane]
+                 ) -> tuple[Scenario, Callable[[int], list[tuple[str, int]]]]:
+    """How one run goes (one operator, or two replicas with ``--control``) and its faults."""
+    if args.control:
+        assert isinstance(plane, functools.partial)
+        cluster = plane.args[0]
+        return (lambda seed, faults, workdir: leaders.run_scenario(
+                    settings, workdir, faults, cluster=cluster, seed=seed),
+                lambda seed: leaders.faults_for(seed, args.faults, settings.pods))
+    return (lambda seed, faults, workdir: chaos_real.run_scenario(
+                settings, workdir, faults, plane=plane),
+            lambda seed: faults_for(seed, args.faults, settings.pods))
 
 
 def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
@@ -102,17 +132,17 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
     """Every run on ``plane``; prints as it goes."""
     started = time.perf_counter()
     totals = {"faults": 0, "overlaps": 0, "frozen": 0, "double": 0, "lost": 0, "epochs": 0,
-              "late": 0, "errors": 0}
+              "late": 0, "errors": 0, "stale": 0, "landed": 0}
     converge: list[float] = []
     after_thaw = 0
     print(f"{'run':>4} {'faults':>6} {'time':>7} {'overlaps':>8} {'frozen*':>7} {'double':>6} "
           f"{'lost':>4} {'epochs':>6} {'late':>4} {'worst converge':>14}", flush=True)
+    scenario, draw = scenario_for(args, settings, plane)
     for seed in range(args.seed, args.seed + args.runs):
-        faults = faults_for(seed, args.faults, settings.pods)
+        faults = draw(seed)
         run_started = time.perf_counter()
         try:
-            report = chaos_real.run_scenario(settings, args.out / f"run-{seed}", faults,
-                                             plane=plane)
+            report = scenario(seed, faults, args.out / f"run-{seed}")
         except (TimeoutError, pods.DemoError, apierrors.ApiError) as exc:
             totals["errors"] += 1
             print(f"{seed:>4} did not finish: {exc}", flush=True)
@@ -124,6 +154,8 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
         totals["lost"] += len(report.lost) + len(report.unexpected)
         totals["epochs"] += len(report.epoch_regressions) + len(report.generation_regressions)
         totals["late"] += len(report.late)
+        totals["stale"] += sum(s.stale_writes for s in report.steps)
+        totals["landed"] += sum(s.stale_landed for s in report.steps)
         after_thaw = max(after_thaw, report.after_thaw_ms)
         worst = max(s.converge_s for s in report.steps)
         converge.extend(s.converge_s for s in report.steps)
@@ -131,21 +163,25 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
               f"{len(report.overlaps):>8} {len(report.frozen_overlaps):>7} "
               f"{report.double_ownership:>6} {len(report.lost) + len(report.unexpected):>4} "
               f"{len(report.epoch_regressions) + len(report.generation_regressions):>6} "
-              f"{len(report.late):>4} {worst:>13.1f}s",
+              f"{len(report.late):>4} {worst:>13.1f}s"
+              + "".join(f"  {s.fault}: stale writes {s.stale_landed}/{s.stale_writes} landed"
+                        for s in report.steps if "@" in s.fault),
               flush=True)
         if report.violations:
             print(report.describe(), flush=True)
     elapsed = time.perf_counter() - started
     violations = (totals["double"] + totals["lost"] + totals["epochs"] + totals["late"]
-                  + totals["errors"])
+                  + totals["errors"] + totals["landed"])
     converge.sort()
     median = converge[len(converge) // 2] if converge else 0.0
-    print(f"real chaos ({args.backend}): {args.runs} runs, {totals['faults']} faults, "
+    kind = f"{args.backend}, control faults" if args.control else args.backend
+    print(f"real chaos ({kind}): {args.runs} runs, {totals['faults']} faults, "
           f"{elapsed:.0f} s; "
           f"violations {violations} (double ownership {totals['double']}, lost "
           f"{totals['lost']}, epoch or generation regressions {totals['epochs']}, late "
           f"{totals['late']}, "
-          f"runs not finished {totals['errors']}); overlaps with a frozen member "
+          f"runs not finished {totals['errors']}, stale leader's writes landed "
+          f"{totals['landed']} of {totals['stale']} sent); overlaps with a frozen member "
           f"{totals['frozen']} (fenced by epoch, longest {after_thaw} ms after SIGCONT); "
           f"convergence median {median:.1f} s, max {max(converge, default=0.0):.1f} s "
           f"(bound {settings.bound_s:.0f} s)", flush=True)

@@ -336,9 +336,13 @@ class Harness:
         os.kill(pod.process.pid, signal.SIGCONT)
         self._note(pod, "sigcont")
 
+    def audit(self) -> list[events.Event]:
+        """The operator's audit rows (``leaders.Replicas``: both replicas', by time)."""
+        return recorder.read_rows(self.audit_log)
+
     def audit_rows(self) -> int:
         """How many rows the operator's audit log holds."""
-        return len(recorder.read_rows(self.audit_log))
+        return len(self.audit())
 
     def taken_over(self, incarnation: str, *, since_ms: int) -> bool:
         """Whether another incarnation started, after ``since_ms``, something that
@@ -362,7 +366,7 @@ class Harness:
         """Whether the operator logged ``member`` leaving after ``since_ms``."""
         return any(row.event is events.Kind.LEAVE and row.member == member
                    and row.ts_ms >= since_ms
-                   for row in recorder.read_rows(self.audit_log))
+                   for row in self.audit())
 
     def others_started_their_work(self, member: str, *, since_ms: int) -> bool:
         """Whether every start the operator logged since ``since_ms`` for a member other
@@ -374,7 +378,7 @@ class Harness:
         successor's start a few milliseconds after SIGCONT, before the thawed process
         had a chance to end itself, is not "while frozen").
         """
-        rows = recorder.read_rows(self.audit_log)
+        rows = self.audit()
         starts = [r for r in rows if r.event is events.Kind.START and r.member != member
                   and r.ts_ms >= since_ms]
         if not starts:
@@ -466,6 +470,11 @@ class Step:
     started_ms: int
     ended_ms: int
     converged_ms: int
+    stale_writes: int = 0
+    """Control faults (e2e/leaders.py): writes of ConfigMaps and the WorkerGroup status
+    the stale leader sent once the standby led, as the fault proxy answered them."""
+    stale_landed: int = 0
+    """Of ``stale_writes``, those the API accepted (2xx): a fence that did not hold."""
 
     @property
     def converge_s(self) -> float:

@@ -21,16 +21,18 @@ import contextlib
 import functools
 import os
 import pathlib
+import random
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from e2e import chaos_log, chaos_real, realplane
 from kooper.controlplane import host
-from kooper.demo import pods
+from kooper.core import events
+from kooper.demo import pods, recorder
 from kooper.sdk import apierrors
 from kooper.shell import leader
 
@@ -112,8 +114,29 @@ class Replicas(chaos_real.Harness):
 
     def stood_down(self, name: str) -> bool:
         """Whether replica ``name`` logged that it stopped leading."""
+        return self.stand_downs(name) > 0
+
+    def stand_downs(self, name: str) -> int:
+        """How many times replica ``name`` logged that it stopped leading."""
         text = self.log_of(name).read_text(errors="replace")
-        return any(phrase in text for phrase in STOOD_DOWN)
+        return sum(1 for line in text.splitlines()
+                   if any(phrase in line for phrase in STOOD_DOWN))
+
+    def audit(self) -> list[events.Event]:
+        """Both replicas' audit rows, by time (each writes its own log)."""
+        rows = [row for name in REPLICAS
+                for row in recorder.read_rows(self.workdir / f"{name}.audit.jsonl")]
+        return sorted(rows, key=lambda row: row.ts_ms)
+
+    def kill_operator(self, *, restart: bool = True) -> None:
+        """SIGKILL the leading replica (whatever it was doing); start it again, a new
+        process under the same name, which stands by while the other takes over."""
+        name = self.leader() or REPLICAS[0]
+        process = self.operators[name]
+        process.kill()
+        process.wait()
+        if restart:
+            self.start_replica(name)
 
     # --- what the API says (as the admin, not through the proxy) --------------------------
 
@@ -176,3 +199,129 @@ class Replicas(chaos_real.Harness):
                 raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what} "
                                    f"(logs in {self.workdir})")
             time.sleep(0.1)
+
+
+# --- control-side chaos (bench_chaos_real.py --control) -------------------------------
+
+WRITES = ("/configmaps/", "/workergroups/")
+"""The writes a leader's round makes (ConfigMaps and the WorkerGroup status)."""
+CONTROL_FAULTS = ("leader-frozen", "leader-partitioned")
+"""Faults on the leading replica, at a drawn point of a round (``inject``, ``POINTS``)."""
+MIXED_FAULTS = (*CONTROL_FAULTS, "worker-sigkill", "operator-sigkill", "api-500", "slow-api",
+                "frozen-worker")
+"""What a control-side run draws from: the control faults and the worker families that
+make sense with two replicas (``operator-sigkill`` kills the leader)."""
+TAKEOVER_S = 90.0
+"""Bound of a takeover wait: the leader Lease (15 s) stood still, read every 5 s, then
+the new term fences, plans and the workers start."""
+POINTS = ("before-round", "first-write-held", "first-write-sent", "after-round")
+"""Where in the departure round a control fault strikes (drawn per fault): as soon as
+the worker is killed (the leader has not noticed yet); when the leader sends its first
+ConfigMap PUT of the round, the proxy holding that write until the takeover (it reaches
+the API server only then, stale) or forwarding it at once (its answer waits in the
+frozen or cut-off leader's socket); or once the leader logged the round (its writes are
+out, its status and memory not yet, or just)."""
+
+
+def inject(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_real.Step:
+    """Run one fault (``MIXED_FAULTS``) to its end and wait until the group is whole.
+
+    The control faults: a worker is SIGKILLed (a departure round to interrupt) and, at
+    a point of that round drawn from ``POINTS``, the leader is frozen (``leader-frozen``,
+    SIGSTOP) or cut off from the API at the fault proxy (``leader-partitioned``). It
+    stays so until the standby leads under a newer epoch and the group is whole under
+    it; then a held write is let go, the leader is thawed or healed, and it must stand
+    down. The proxy's record says how many of its writes it sent after the takeover
+    and how many landed (``Step.stale_writes``, ``Step.stale_landed``).
+    """
+    if fault not in CONTROL_FAULTS:
+        return chaos_real.inject(h, fault, ordinal)
+    h.wait("a leader", h.leader, TAKEOVER_S)
+    old = h.leader()
+    proxy = h.real.proxy
+    epoch = h.status_epoch()
+    stand_downs = h.stand_downs(old)
+    audited = h.audit_rows()
+    point = rng.choice(POINTS)
+
+    def strike() -> None:
+        if fault == "leader-frozen":
+            h.signal_operator(old, "sigstop")
+        else:
+            proxy.partition(old)
+
+    trap = None
+    if point.startswith("first-write"):
+        trap = proxy.trap(old, "PUT", "/configmaps/", on_trap=strike)
+    started = chaos_real.now_ms()
+    h.kill_worker(ordinal)
+    try:
+        if point == "before-round":
+            strike()
+        elif point == "after-round":
+            h.wait(f"{old} to log the departure round", lambda: h.audit_rows() > audited,
+                   TAKEOVER_S)
+            strike()
+        else:
+            assert trap is not None
+            h.wait(f"{old}'s first ConfigMap write of the round", trap.fired.is_set,
+                   TAKEOVER_S)
+            if point == "first-write-sent":
+                trap.release()
+        h.wait("the standby to lead under a newer epoch",
+               lambda: h.leader() not in ("", old) and h.status_epoch() > epoch, TAKEOVER_S)
+        took_over = len(proxy.history())
+        h.wait("the group whole under the new leader", lambda: (
+            h.joined(ordinal) and h.whole(since_ms=started)), TAKEOVER_S)
+        if trap is not None and not trap.released_ms:
+            # The held write reaches the API server now, after the new term fenced;
+            # answered before the thaw, so the server decides its fate, not timers.
+            answered = len(proxy.history())
+            trap.release()
+            if fault == "leader-frozen":
+                h.wait("the held write answered",
+                       lambda: any(e.trapped for e in proxy.history()[answered:]), TAKEOVER_S)
+    finally:
+        if trap is not None:
+            trap.release()
+        if fault == "leader-frozen":
+            h.signal_operator(old, "sigcont")
+        else:
+            proxy.heal(old)
+    ended = chaos_real.now_ms()
+    h.wait(f"{old} to stand down", lambda: h.stand_downs(old) > stand_downs, TAKEOVER_S)
+    converged = h.wait_converged(after_ms=ended)
+    stale = [e for e in proxy.history()[took_over:]
+             if e.client == old and e.write and e.status and any(w in e.path for w in WRITES)]
+    return chaos_real.Step(f"{fault}@{point}", started, ended, converged,
+                           stale_writes=len(stale),
+                           stale_landed=sum(1 for e in stale if 200 <= e.status < 300))
+
+
+def faults_for(seed: int, count: int, pods: int) -> list[tuple[str, int]]:
+    """``count`` faults of control run ``seed``: the control faults first (one each,
+    in a seeded order), then drawn from ``MIXED_FAULTS``."""
+    rng = random.Random(seed)
+    first = list(CONTROL_FAULTS)
+    rng.shuffle(first)
+    drawn = (first + [rng.choice(MIXED_FAULTS) for _ in range(count)])[:count]
+    return [(fault, rng.randrange(pods)) for fault in drawn]
+
+
+def run_scenario(settings: chaos_real.Settings, workdir: pathlib.Path,
+                 faults: Sequence[tuple[str, int]], *, cluster: host.Handle, seed: int,
+                 progress: Callable[[str], None] = lambda _: None) -> chaos_real.Report:
+    """One group with two replicas, the faults in order (each to convergence), then the
+    invariants (``chaos_real.check``: the workers' rows)."""
+    rng = random.Random(seed)
+    h = Replicas(settings, workdir, cluster=cluster)
+    with h:
+        h.wait_converged(after_ms=chaos_real.now_ms(), timeout_s=180)
+        h.wait("a leader", h.leader, TAKEOVER_S)
+        progress("converged")
+        steps = []
+        for fault, ordinal in faults:
+            step = inject(h, fault, ordinal, rng)
+            progress(f"{fault} (pod {ordinal}): whole again {step.converge_s:.1f}s after")
+            steps.append(step)
+        return chaos_real.check(h, steps)

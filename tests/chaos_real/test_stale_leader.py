@@ -47,8 +47,7 @@ VICTIM = 1
 TAKEOVER_S = 90
 """Bound of the waits around the freeze: the standby takes over once the Lease stood
 still 15 s (read every 5 s), then fences, plans and the workers start."""
-WRITES = ("/configmaps/", "/workergroups/")
-"""The writes a leader's round makes (ConfigMaps and the WorkerGroup status)."""
+WRITES = leaders.WRITES
 
 
 @dataclasses.dataclass(frozen=True)
