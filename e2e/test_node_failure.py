@@ -23,6 +23,7 @@ the group ends balanced over four members with every resource running exactly on
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import pytest
@@ -227,3 +228,96 @@ def test_the_leader_s_node_partitioned_the_standby_leads_and_nothing_runs_twice(
     assert overlaps == [], "\n".join(o.describe() for o in overlaps)
     assert chaos_log.epoch_regressions(runs) == []
     assert chaos_log.lost(runs, fresh.expected()) == []
+
+
+def pod_node(g: demo.Demo, pod: str) -> str:
+    """The node of ``pod`` once it runs ("" before, or when it is gone)."""
+    found = json.loads(g.k("get", "pod", pod, "-o", "json", "--ignore-not-found") or "{}")
+    running = (found.get("status") or {}).get("phase") == "Running"
+    return str((found.get("spec") or {}).get("nodeName") or "") if running else ""
+
+
+def test_a_member_force_deleted_on_a_frozen_node_comes_back_elsewhere_and_nothing_runs_twice(
+        fresh):
+    """What an admin does for a StatefulSet pod on an unreachable node: ``kubectl delete
+    pod --force --grace-period=0`` while its process is frozen (``docker pause``), not
+    stopped. The StatefulSet re-creates the pod under its name on the other node at once;
+    a gone pod is not a stopped process (docs/protocol.md), so the new incarnation gets
+    nothing of the old one's work before the old one's fence budget ran out: every
+    overlap is with a frozen process, whose successor started while it was frozen at a
+    higher per-task epoch. Thawed, the old process finds its Lease lost and ends; its
+    kubelet removes the deleted pod's container."""
+    g = fresh
+    node = node_to_fail(g)
+    on_node = member_pods_by_node(g)[node]
+    victim = sorted(on_node)[0]
+    assert g.kube.events_dir is not None
+    pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
+    current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
+    failed = {i for i in current if pod_of(i) in on_node}
+    expected = g.expected()
+    start = now_ms()
+    processes = [chaos_log.ProcessRow(start, i, pod_of(i), "freeze") for i in failed]
+    with g.record("member-force-deleted"):
+        tools.run("docker", "pause", node)
+        try:
+            tools.wait_for(f"{node} NotReady", lambda: not node_ready(g, node), timeout_s=180)
+            g.k("delete", "pod", victim, "--force", "--grace-period=0")
+            tools.wait_for(f"{victim} re-created and running off {node}",
+                           lambda: pod_node(g, victim) not in ("", node),
+                           timeout_s=MOVED_TIMEOUT_S)
+            tools.wait_for(f"the work of {', '.join(on_node)} running off {node}",
+                           lambda: moved_off(g, failed, start, expected,
+                                             processes=processes, current=current),
+                           timeout_s=MOVED_TIMEOUT_S, interval_s=0.5)
+        finally:
+            healed = now_ms()
+            tools.run("docker", "unpause", node)
+        processes += [chaos_log.ProcessRow(healed, i, pod_of(i), "thaw") for i in failed]
+        tools.wait_for(f"{node} Ready again", lambda: node_ready(g, node), timeout_s=300)
+        g.wait_balanced(demo.REPLICAS, timeout_s=300)
+    runs = runs_since(g, start, processes, current)
+    overlaps = chaos_log.overlaps(runs, processes)
+    unfenced = [o for o in overlaps if not chaos_log.while_frozen(o, processes)]
+    assert unfenced == [], "\n".join(o.describe() for o in unfenced)
+    assert chaos_log.epoch_regressions(runs) == []
+    reborn = {r.incarnation for r in runs if r.pod == victim and r.incarnation not in failed}
+    assert reborn, f"{victim}'s new incarnation ran nothing"
+    assert chaos_log.lost(runs, expected) == []
+
+
+def test_the_control_plane_restarted_under_the_group_nothing_runs_twice(fresh):
+    """The control-plane node's container restarted (``docker restart``): the API server
+    and etcd down together, every watch broken, every Lease unrenewable. The members fence
+    themselves (they cannot renew), the operator's replicas lose and retake their Lease;
+    once the API is back the group rejoins and ends balanced, and no resource ran on two
+    members at once at any time (the workers' rows)."""
+    g = fresh
+    name = g.kube.context.removeprefix("kind-")
+    assert g.kube.events_dir is not None
+    pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
+    current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
+    expected = g.expected()
+    start = now_ms()
+
+    def api_up() -> bool:
+        try:
+            g.kube.kubectl("get", "--raw", "/readyz", timeout=10)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            return False
+        return True
+
+    with g.record("control-plane-restarted"):
+        tools.run("docker", "restart", f"{name}-control-plane", timeout=300)
+        tools.wait_for("the API server back", api_up, timeout_s=300)
+        tools.run("bash", str(tools.KIND / "cluster.sh"), "routes", name)
+        nodes = [n["metadata"]["name"] for n in json.loads(
+            g.kube.kubectl("get", "nodes", "-o", "json"))["items"]]
+        tools.wait_for("every node Ready", lambda: all(node_ready(g, n) for n in nodes),
+                       timeout_s=300)
+        g.wait_balanced(demo.REPLICAS, timeout_s=300)
+    runs = runs_since(g, start, [], current)
+    overlaps = chaos_log.overlaps(runs, [])
+    assert overlaps == [], "\n".join(o.describe() for o in overlaps)
+    assert chaos_log.epoch_regressions(runs) == []
+    assert chaos_log.lost(runs, expected) == []
