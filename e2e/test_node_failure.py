@@ -22,6 +22,7 @@ the group ends balanced over four members with every resource running exactly on
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import time
@@ -237,6 +238,39 @@ def pod_node(g: demo.Demo, pod: str) -> str:
     return str((found.get("spec") or {}).get("nodeName") or "") if running else ""
 
 
+def container_of(g: demo.Demo, pod: str) -> str:
+    """The container id of ``pod``'s worker (``containerd://<id>`` without the scheme)."""
+    status = g.json("pod", pod)["status"]["containerStatuses"][0]
+    return str(status["containerID"]).partition("://")[2]
+
+
+def exited_at_ms(node: str, container: str) -> int | None:
+    """When ``container``'s process on ``node`` ended: containerd's ``finishedAt`` once it
+    exited, now once it is removed (an upper bound), None while it runs.
+
+    The exit of a force-deleted pod's process: no later container of its pod bounds it
+    (``worker_rows.exits``), so the drill asks the node's runtime, as ``waitpid`` tells
+    the real-process harness."""
+    try:
+        out = tools.run("docker", "exec", node, "crictl", "inspect", "-o", "json", container,
+                        timeout=30)
+    except subprocess.CalledProcessError as exc:
+        if "not found" in str(exc.stderr).lower():
+            return now_ms()
+        raise
+    status = json.loads(out).get("status") or {}
+    if status.get("state") != "CONTAINER_EXITED":
+        return None
+    return rfc3339_ms(str(status["finishedAt"]))
+
+
+def rfc3339_ms(stamp: str) -> int:
+    """``2026-11-27T09:20:01.123456789Z`` -> epoch milliseconds (nanoseconds cut)."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    moment = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp()) * 1000 + int((fraction + "000")[:3])
+
+
 def test_a_member_force_deleted_on_a_frozen_node_comes_back_elsewhere_and_nothing_runs_twice(
         fresh):
     """What an admin does for a StatefulSet pod on an unreachable node: ``kubectl delete
@@ -255,6 +289,8 @@ def test_a_member_force_deleted_on_a_frozen_node_comes_back_elsewhere_and_nothin
     pods = [p["metadata"]["name"] for p in g.json("pods")["items"] if demo.is_member_pod(p)]
     current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
     failed = {i for i in current if pod_of(i) in on_node}
+    [old] = [i for i in failed if pod_of(i) == victim]
+    container = container_of(g, victim)
     expected = g.expected()
     start = now_ms()
     processes = [chaos_log.ProcessRow(start, i, pod_of(i), "freeze") for i in failed]
@@ -274,6 +310,9 @@ def test_a_member_force_deleted_on_a_frozen_node_comes_back_elsewhere_and_nothin
             healed = now_ms()
             tools.run("docker", "unpause", node)
         processes += [chaos_log.ProcessRow(healed, i, pod_of(i), "thaw") for i in failed]
+        exited = tools.wait_for(f"{victim}'s old process to end", lambda: exited_at_ms(
+            node, container), timeout_s=120, interval_s=0.2)
+        processes.append(chaos_log.ProcessRow(exited, old, victim, "exit"))
         tools.wait_for(f"{node} Ready again", lambda: node_ready(g, node), timeout_s=300)
         g.wait_balanced(demo.REPLICAS, timeout_s=300)
     runs = runs_since(g, start, processes, current)
