@@ -10,12 +10,14 @@ failing seed is written with all its violations to ``--failures`` (one line per
 seed, in seed order); the first ``--show`` are also printed. Exits 1 if any run
 had a violation. ``--jobs N`` splits the seeds over N processes: each seed's
 outcome depends on the seed alone, so the result is the same for any N.
-``--progress N`` prints a line every N runs.
+``--progress N`` prints a line every N runs. ``--families N`` picks the version of the
+fault families (``chaos.run_hard``; 4: leader terms, stalled leaders, API restarts).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import sys
@@ -41,14 +43,15 @@ def category(violation: str) -> str:
     return "liveness"  # lost after quiescence, not quiet in time, unbalanced
 
 
-def _outcomes(start: int, count: int, jobs: int) -> Iterator[chaos.Outcome]:
+def _outcomes(start: int, count: int, jobs: int, families: int) -> Iterator[chaos.Outcome]:
     seeds = range(start, start + count)
+    run = functools.partial(chaos.run_hard, families=families)
     if jobs <= 1:
-        yield from map(chaos.run_hard, seeds)
+        yield from map(run, seeds)
         return
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         # imap keeps seed order, so the output does not depend on the number of jobs.
-        yield from pool.imap(chaos.run_hard, seeds, chunksize=50)
+        yield from pool.imap(run, seeds, chunksize=50)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(tempfile.gettempdir()) / "kooper-chaos-failures.txt",
                         help="file to write every failing seed and its violations to")
     parser.add_argument("--show", type=int, default=20, help="failing seeds to print")
+    parser.add_argument("--families", type=int, default=3,
+                        help="version of the fault families (chaos.run_hard; default 3)")
     parser.add_argument("--progress", type=int, default=0,
                         help="print a progress line every N runs (0: never)")
     args = parser.parse_args(argv)
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return ", ".join(f"{name} {counts[name]}" for name in CATEGORIES)
 
     with args.failures.open("w") as failures:
-        for outcome in _outcomes(args.start, args.count, args.jobs):
+        for outcome in _outcomes(args.start, args.count, args.jobs, args.families):
             runs += 1
             if outcome.violations:
                 found = {category(v) for v in outcome.violations}
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"... {runs} runs, {time.perf_counter() - started:.0f} s, runs with "
                       f"{summary()}", flush=True)
     elapsed = time.perf_counter() - started
-    print(f"chaos (issue 12 families, SDK sessions): {runs} runs (seeds {args.start}.."
+    print(f"chaos (families {args.families}, SDK sessions): {runs} runs (seeds {args.start}.."
           f"{args.start + runs - 1}) in {elapsed:.1f} s with {args.jobs} job(s); runs with "
           f"{summary()}", flush=True)
     if kinds:

@@ -49,7 +49,7 @@ from kooper.control import views
 from kooper.core import events as ev
 from kooper.core import ids, model
 from kooper.sdk import session as sdk_session
-from kooper.sim import metrics, runner, scenarios
+from kooper.sim import leaders, metrics, runner, scenarios
 
 A = scenarios.Action
 _ACTIONS = (
@@ -605,17 +605,39 @@ class HardSim(runner.Sim):
         super()._send_report(pod, member, member_epoch)
 
 
-def run_hard(seed: int, *, families: int = 3) -> Outcome:
+class LeaderSim(HardSim, leaders.Terms):
+    """``HardSim`` whose operator runs in fenced leader terms, with stalled leaders and API
+    restarts (``sim.leaders``: the fourth families)."""
+
+
+def hard_sim(seed: int, *, families: int = 3, fencing: bool = True) -> runner.Sim:
+    """The simulator of hard run ``seed`` under ``families`` (``run_hard``), not yet run."""
+    config, scenario = draw_hard(seed)
+    if families < 2:
+        return runner.Sim(config, scenario)
+    extra = draw_extra(seed, families=families)
+    if families < 4:
+        return HardSim(config, scenario, extra)
+    sim = LeaderSim(config, scenario, extra)
+    sim.arm(leaders.draw(seed, start_ms=config.warmup_ms,
+                         span_ms=sum(s.delay_ms for s in scenario.steps) + 10_000,
+                         fencing=fencing))
+    return sim
+
+
+def run_hard(seed: int, *, families: int = 3, fencing: bool = True) -> Outcome:
     """Run hard chaos seed ``seed`` and check it (final state and the event log).
 
     ``families=1``: the first version of the draw (no clock offsets, no forged reports,
     departures removed by the simulator at lease + margin). ``families=2``: the second
     (the step is told that a vanished pod's process stopped with it). ``families=3``:
     force deletes too, and the step's own rule for vanished pods (``Extra``).
+    ``families=4``: the operator runs in fenced leader terms, with stalled leaders, two
+    terms' writes interleaved and API restarts (``sim.leaders``); ``fencing=False``
+    switches the leader fence off (the negative control).
     """
-    config, scenario = draw_hard(seed)
-    sim = HardSim(config, scenario, draw_extra(seed, families=families)) if families >= 2 \
-        else runner.Sim(config, scenario)
+    sim = hard_sim(seed, families=families, fencing=fencing)
+    config = sim.config
     sim.audit = []
     result = sim.run()
     problems = check(result)

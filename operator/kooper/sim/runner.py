@@ -789,16 +789,7 @@ class Sim:
         self.last_plan = plan
         self._emit(ev.Kind.ROUND, generation=plan.state.generation)
         writes = self._ordered(decided)
-        if self.crash_mid_round:
-            # The operator dies part-way through the step's write sequence.
-            self.crash_mid_round = False
-            done = writes[: self._crash_prefix(len(writes))]
-            for write in done:
-                self._execute(write)
-            self._record_audit(decided, plan, cut=True, persisted=any(
-                isinstance(w, control.WriteStatus) and w.status is decided.status
-                for w in done))
-            self._operator_down()
+        if self._cut_short(decided, plan, writes):
             return
         for write in writes:
             self._execute(write)
@@ -806,6 +797,21 @@ class Sim:
         if plan.next_round_at_ms is not None and plan.next_round_at_ms != self.deadline_at:
             self.deadline_at = plan.next_round_at_ms
             self.clock.at(plan.next_round_at_ms, "deadline", self.operator_epoch)
+
+    def _cut_short(self, decided: control.Step, plan: model.Plan,
+                   writes: tuple[control.Write, ...]) -> bool:
+        """Whether the operator stops part-way through the round's ``writes`` (it dies after
+        a prefix of them: ``crash_mid_round``); it made that prefix if so."""
+        if not self.crash_mid_round:
+            return False
+        self.crash_mid_round = False
+        done = writes[: self._crash_prefix(len(writes))]
+        for write in done:
+            self._execute(write)
+        self._record_audit(decided, plan, cut=True, persisted=any(
+            isinstance(w, control.WriteStatus) and w.status is decided.status for w in done))
+        self._operator_down()
+        return True
 
     def _record_audit(self, decided: control.Step, plan: model.Plan, *,
                       cut: bool = False, persisted: bool = False) -> None:
