@@ -63,10 +63,11 @@ class Terms:
     def document(self, member: str) -> messages.Assignment:
         return codec.decode_assignment(self.configmaps()[member].text)
 
-    def fence(self) -> None:
-        """The new term fences until the views show its epoch everywhere."""
+    def fence(self, members: tuple[str, ...] = ()) -> None:
+        """The new term fences until the views show its epoch everywhere (``members``:
+        the group's members by their Leases)."""
         for _ in range(5):
-            if self.run(self.new.fence(self.group(), self.configmaps())):
+            if self.run(self.new.fence(self.group(), self.configmaps(), members)):
                 return
         raise AssertionError("the fence never settled")
 
@@ -178,3 +179,35 @@ def test_a_worker_never_applies_a_lower_leader_epoch_than_it_has_seen():
     # An operator without leader election (epoch 0) is alone: its documents are applied.
     assert session.receive_assignment(doc("a", 6, "c-0", leader_epoch=0))
     assert not session.receive_assignment(doc("a", 7, "c-1", leader_epoch=1))
+
+
+@pytest.mark.parametrize("occupied", [True, False], ids=["occupied", "without occupying"])
+def test_a_stale_create_of_a_new_member_s_first_document_fails(
+        emulated: cluster.EmulatedCluster, occupied: bool):
+    """Member ``c`` joined (its Lease is there) but has no ConfigMap yet when the old term
+    stalls in the round that creates its first document. The new term's fence occupies
+    the name with an empty ConfigMap under its epoch, so the late create answers 409
+    and the old term stands down; without that, the create lands after the fence, and a
+    member that has not seen the new epoch would take it (the simulator's seed 5357)."""
+    make_group(emulated, GROUP)
+    loop = asyncio.new_event_loop()
+    t = Terms(emulated, loop)
+    try:
+        t.run(t.old.configmaps([doc("a", 1, "c-0", leader_epoch=1)], group_uid=t.uid))
+        t.fence(members=("a", "c") if occupied else ("a",))
+        stale = t.old.configmaps([doc("c", 2, "c-1", leader_epoch=1)], group_uid=t.uid)
+        if occupied:
+            assert t.configmaps()["c"].text == ""  # no document: a worker reads nothing
+            assert t.configmaps()["c"].leader_epoch == 2
+            with pytest.raises(writes.LostLeadership):
+                t.run(stale)
+            assert t.configmaps()["c"].text == ""
+        else:
+            t.run(stale)
+            assert t.document("c").assigned.tasks == {"c-1"}
+        # The new term writes c's first document over whatever holds the name.
+        t.run(t.new.configmaps([doc("c", 3, "c-2", leader_epoch=2)], group_uid=t.uid))
+        assert t.document("c").assigned.tasks == {"c-2"}
+    finally:
+        t.run(t.client.close())
+        loop.close()

@@ -10,7 +10,7 @@ here, with defaults, so every runner keeps working unchanged.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, state, views
 from kooper.core import assignor, ids, model
@@ -230,6 +230,14 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
         persisted_epochs=state.persisted_epochs(group.status.get("state")),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
         terminating=state.restore_terminating(group.status.get("state")))
+
+
+def leased_members(group: views.GroupView, pods: Iterable[views.PodView],
+                   leases: Iterable[views.LeaseView]) -> list[str]:
+    """The group's members by their Leases (a Lease whose pod the selector matches),
+    expired or not: the names a new leader's fence occupies (``shell.writes.Writer.fence``)."""
+    matching = {pod.name for pod in pods if group.selector.matches(pod.labels)}
+    return sorted({lease.member for lease in leases if lease.member in matching})
 
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:

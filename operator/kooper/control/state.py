@@ -157,6 +157,8 @@ def restore(
     documents: list[tuple[int, Mapping[str, Mapping[str, str]], Mapping[str, str]]] = []
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
+        if not text:
+            continue  # no document yet: a new leader's fence occupied the name
         try:
             assignment = codec.decode_assignment(text)
         except errors.RemoteProtocolError:

@@ -75,6 +75,7 @@ from kooper.control.inputs import (
     OwnerFacts,
     RolloutFacts,
     Wanted,
+    leased_members,
     owners_to_read,
     restored,
 )
@@ -92,7 +93,7 @@ from kooper.protocol import messages
 
 __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
            "Metrics", "Owner", "OwnerFacts", "RolloutFacts", "Step", "Write", "WriteConfigMap",
-           "WriteStatus", "owners_to_read", "restored", "step"]
+           "WriteStatus", "leased_members", "owners_to_read", "restored", "step"]
 
 
 

@@ -303,7 +303,9 @@ class GroupRunner:
         if group is None:
             return None
         if self.memory is None and not await self.writer.fence(group, {
-                cm.member: cm for cm in self.ctx.views.configmaps(self.namespace, self.name)}):
+                cm.member: cm for cm in self.ctx.views.configmaps(self.namespace, self.name)},
+                members=control.leased_members(group, self.ctx.views.pods(self.namespace),
+                                               self.ctx.views.leases(self.namespace))):
             self.steps_run += 1
             return None  # our fencing writes come back through the watch: then restore
         t_read = time.perf_counter()

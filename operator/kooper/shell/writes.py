@@ -49,7 +49,8 @@ class LostLeadership(Restart):
 
 def configmap_body(namespace: str, group: str, group_uid: str, member: str,
                    text: str, *, epoch: int = 0) -> dict[str, Any]:
-    """A member's ConfigMap, owned by its WorkerGroup (annotated with the leader epoch)."""
+    """A member's ConfigMap, owned by its WorkerGroup (annotated with the leader epoch).
+    Empty ``text``: no document (a fence's placeholder, ``Writer.fence``)."""
     annotations = {views.LEADER_EPOCH_ANNOTATION: str(epoch)} if epoch else {}
     return {
         "apiVersion": "v1",
@@ -68,7 +69,7 @@ def configmap_body(namespace: str, group: str, group_uid: str, member: str,
                 "blockOwnerDeletion": True,
             }],
         },
-        "data": {messages.CONFIGMAP_KEY: text},
+        "data": {messages.CONFIGMAP_KEY: text} if text else {},
     }
 
 
@@ -203,8 +204,11 @@ class Writer:
     # --- 0. fencing, before a term's first round ----------------------------------------
 
     async def fence(self, group: views.GroupView,
-                    configmaps: Mapping[str, views.ConfigMapView]) -> bool:
-        """Put this term's epoch on every ConfigMap of the group and on its status.
+                    configmaps: Mapping[str, views.ConfigMapView],
+                    members: Iterable[str] = ()) -> bool:
+        """Put this term's epoch on every ConfigMap of the group and on its status, and
+        occupy the name of every member (``members``: the group's, by their Leases) that
+        has no ConfigMap yet with an empty one under this epoch.
 
         True once the watched views show it everywhere (the round may restore and
         plan); else re-issue what does not carry it yet, each preconditioned on the
@@ -213,7 +217,12 @@ class Writer:
         an older text), claim the status, and return False: the watch brings the
         writes back and the next round asks again. A newer epoch anywhere is
         ``LostLeadership``. After this, every precondition an older term still holds
-        fails: its replaces, deletes and status patches all answer 409.
+        fails: its replaces, deletes and status patches all answer 409, and so do its
+        creates: a stalled term may be about to create the first document of a member
+        that joined (found by the simulator's stalled-leader families, seed 5357: the
+        document landed after the fence, at the generation the new term then planned,
+        and the member, which had never seen the new epoch, took it and refused the new
+        term's as not newer).
         """
         if not self.epoch:
             return True
@@ -222,15 +231,34 @@ class Writer:
             self.outranked(f"ConfigMap {cm.name}", cm.leader_epoch)
             if cm.leader_epoch < self.epoch:
                 pending.append(cm)
+        vacant = sorted(set(members) - set(configmaps))
         claimed = _status_epoch(group.status) >= self.epoch
         self.outranked("the WorkerGroup status", _status_epoch(group.status))
-        if not pending and claimed:
+        if not pending and not vacant and claimed:
             return True
-        await asyncio.gather(*(self._reissue(cm, group.uid) for cm in pending))
+        await asyncio.gather(*(self._reissue(cm, group.uid) for cm in pending),
+                             *(self._occupy(member, group.uid) for member in vacant))
         if not claimed:
             epoch = self.epoch
             await self.patch_status(group, lambda base: {**base, "leaderEpoch": epoch})
         return False
+
+    async def _occupy(self, member: str, group_uid: str) -> None:
+        """Create ``member``'s ConfigMap empty under this epoch; taken meanwhile (an older
+        term's create landed first): re-issue what is there, as for any ConfigMap."""
+        body = configmap_body(self.namespace, self.name, group_uid, member, "",
+                              epoch=self.epoch)
+        try:
+            await self.client.write_configmap(body, resource_version=None)
+            return
+        except apierrors.Conflict:
+            metrics.CONFLICTS.labels("configmap").inc()
+        try:
+            fresh = views.parse_configmap(await self.client.read_configmap(
+                self.namespace, views.configmap_name(member)))
+        except apierrors.NotFound:
+            return  # deleted meanwhile: the next round's fence looks again
+        await self._reissue(fresh, group_uid)
 
     async def _reissue(self, cm: views.ConfigMapView, group_uid: str) -> None:
         rv, text, epoch = cm.resource_version, cm.text, cm.leader_epoch

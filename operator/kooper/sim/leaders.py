@@ -6,8 +6,9 @@ Issue 22's fourth hard families (``chaos.run_hard(families=4)``). The operator r
 the status have a ``resourceVersion``, and a term's writes are preconditioned on the
 versions it holds. A new term (a takeover, an operator restart) first **fences**, as
 ``shell.writes.Writer.fence``: it re-issues every member's ConfigMap unchanged but for
-its epoch (members see it: their sessions remember the newest leader epoch), claims
-the status, reads every version, and only then restores and plans.
+its epoch (members see it: their sessions remember the newest leader epoch), occupies
+the name of every member (by its Lease) without one with an empty ConfigMap under its
+epoch, claims the status, reads every version, and only then restores and plans.
 
 * **A stalled leader** (``Stall``): at the first round it plans at or after a drawn
   time, the leader freezes after a drawn prefix of the round's writes (SIGSTOP, a GC
@@ -34,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
+from kooper.control import modelled
 from kooper.control import step as control
 from kooper.core import model
 from kooper.sim import apiserver, runner, scenarios
@@ -178,6 +180,14 @@ class Terms(runner.Sim):
                 self._log(term, apiserver.Kind.REISSUE, member, apiserver.attempt(
                     self.store, term, member, kind=apiserver.Kind.REISSUE))
                 self._write(dataclasses.replace(message, leader_epoch=term.epoch))
+            # Every member (by its Lease) without a ConfigMap gets an empty one under the
+            # new epoch, so a stalled term's create of its first document is refused.
+            pods, leases = self.modelled.current()
+            group = modelled.group(self.config.group, self.settings)
+            for member in control.leased_members(group, pods, leases):
+                if member not in self.written:
+                    self._log(term, apiserver.Kind.REISSUE, member, apiserver.attempt(
+                        self.store, term, member, kind=apiserver.Kind.REISSUE))
             self._log(term, apiserver.Kind.CLAIM, apiserver.STATUS, apiserver.attempt(
                 self.store, term, apiserver.STATUS, kind=apiserver.Kind.CLAIM))
             term.held = self.store.snapshot()  # the watch shows the fence: restore now
