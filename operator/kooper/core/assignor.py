@@ -120,6 +120,52 @@ _CONNECTORS = operator.attrgetter("connectors")
 _TASKS = operator.attrgetter("tasks")
 
 
+def _one_origin_each(lost: dict[ids.WorkerId, model.ConnectorsAndTasks],
+                     assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks]) -> None:
+    """Keep each lost resource under one origin, in place: the first (by name) that had
+    it assigned, else the first that had it at all (revoking, or lost before).
+
+    A resource revoked from two members in one document round (one stale, both then
+    fenced) was lost twice, and each origin's rule (returning identity, the delay's
+    grants) placed it: on two members in one plan. Found by the simulator's hard chaos
+    (families 4, seed 21824: an API outage fenced every member, and the new term's
+    first plan gave such a task to two of them).
+    """
+    if len(lost) < 2:
+        return
+    total = sum(len(r.connectors) + len(r.tasks) for r in lost.values())
+    union_c: set[str] = set()
+    union_t: set[str] = set()
+    for resources in lost.values():
+        union_c.update(resources.connectors)
+        union_t.update(resources.tasks)
+    if total == len(union_c) + len(union_t):
+        return  # the common case: nothing lost twice
+    origins = sorted(lost)
+    owner_c: dict[str, ids.WorkerId] = {}
+    owner_t: dict[str, ids.WorkerId] = {}
+    for origin in origins:
+        had = assigned.get(origin, model.EMPTY)
+        for r in lost[origin].connectors & had.connectors:
+            owner_c.setdefault(r, origin)
+        for r in lost[origin].tasks & had.tasks:
+            owner_t.setdefault(r, origin)
+    for origin in origins:
+        for r in lost[origin].connectors:
+            owner_c.setdefault(r, origin)
+        for r in lost[origin].tasks:
+            owner_t.setdefault(r, origin)
+    for origin in origins:
+        resources = lost[origin]
+        keep = model.ConnectorsAndTasks(
+            frozenset(r for r in resources.connectors if owner_c[r] == origin),
+            frozenset(r for r in resources.tasks if owner_t[r] == origin))
+        if keep:
+            lost[origin] = keep
+        else:
+            del lost[origin]
+
+
 def _same(a: model.ConnectorsAndTasks, b: model.ConnectorsAndTasks) -> bool:
     """Equality, answering at once for the same object (the usual case in big groups)."""
     return a is b or a == b
@@ -469,6 +515,7 @@ class _Round:
             else:
                 del lost[origin]
 
+        _one_origin_each(lost, previous.assignments)
         if self.policy is model.Policy.KOOPER:
             self._rule_returning_identity(lost, nxt_c, nxt)
             self._rule_permanent_departure(lost)

@@ -184,10 +184,10 @@ class Terms(runner.Sim):
             # new epoch, so a stalled term's create of its first document is refused.
             pods, leases = self.modelled.current()
             group = modelled.group(self.config.group, self.settings)
-            for member in control.leased_members(group, pods, leases):
-                if member not in self.written:
-                    self._log(term, apiserver.Kind.REISSUE, member, apiserver.attempt(
-                        self.store, term, member, kind=apiserver.Kind.REISSUE))
+            for name in control.leased_members(group, pods, leases):
+                if name not in self.written:
+                    self._log(term, apiserver.Kind.REISSUE, name, apiserver.attempt(
+                        self.store, term, name, kind=apiserver.Kind.REISSUE))
             self._log(term, apiserver.Kind.CLAIM, apiserver.STATUS, apiserver.attempt(
                 self.store, term, apiserver.STATUS, kind=apiserver.Kind.CLAIM))
             term.held = self.store.snapshot()  # the watch shows the fence: restore now
