@@ -490,12 +490,12 @@ class FaultProxy:
                 response.content_length = upstream.content_length
             else:
                 response.enable_chunked_encoding()
-            await response.prepare(request)
             try:
+                await response.prepare(request)
                 async for chunk in upstream.content.iter_any():
                     await response.write(chunk)
                 await response.write_eof()
             except ConnectionResetError:
-                pass  # the client went away (a killed process, a closed watch)
+                pass  # the client went away (a killed process, a closed watch, a cut)
             return response
 
