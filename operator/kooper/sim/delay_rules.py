@@ -207,7 +207,7 @@ def rule_for(key: Key) -> Rule:
     raise LookupError(f"no rule for {key}")
 
 
-def keys() -> list[Key]:
+def all_keys() -> list[Key]:
     """Every key a row can have (``rule_for`` answers each): departures on lost rows
     only, ``not lost`` under ``kip415`` only, worker rows neither cut nor eager."""
     found = []
