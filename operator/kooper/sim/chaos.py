@@ -47,7 +47,7 @@ from typing import Any
 from kooper.control import step as control
 from kooper.control import views
 from kooper.core import events as ev
-from kooper.core import ids, model
+from kooper.core import ids, model, ownership
 from kooper.sdk import session as sdk_session
 from kooper.sim import delay_rules, leaders, metrics, runner, scenarios
 
@@ -125,26 +125,26 @@ def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
     With the operator's ``audit`` rows and the run's ``policy``, also that every
     scheduled-rebalance delay was honoured (``check_delays``).
     """
+    held = _holdings(events)
+    doubled: dict[int, set[str]] = {}
+    for i, j in ownership.overlaps(held):
+        doubled.setdefault(j, set()).add(held[i].holder)
     problems: list[str] = []
-    running: dict[str, str] = {}
     last_start: dict[str, tuple[str, int]] = {}
-    for event in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP)):
-        if event.event is ev.Kind.STOP and running.get(event.resource) == event.member:
-            del running[event.resource]
-        elif event.event is ev.Kind.START:
-            holder = running.get(event.resource)
-            if holder is not None and holder != event.member:
-                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
-                                f"{event.member} while {holder} runs it")
-            running[event.resource] = event.member
-            before = last_start.get(event.resource)
-            if before is not None and event.epoch >= 0 and (
-                    event.epoch < before[1]
-                    or (event.epoch == before[1] and event.member != before[0])):
-                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
-                                f"{event.member} at epoch {event.epoch} after epoch "
-                                f"{before[1]} on {before[0]}")
-            last_start[event.resource] = (event.member, event.epoch)
+    starts = (e for e in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP))
+              if e.event is ev.Kind.START)
+    for index, event in enumerate(starts):  # the order _holdings opens their intervals
+        if index in doubled:
+            problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                            f"{event.member} while {', '.join(sorted(doubled[index]))} runs it")
+        before = last_start.get(event.resource)
+        if before is not None and event.epoch >= 0 and (
+                event.epoch < before[1]
+                or (event.epoch == before[1] and event.member != before[0])):
+            problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                            f"{event.member} at epoch {event.epoch} after epoch "
+                            f"{before[1]} on {before[0]}")
+        last_start[event.resource] = (event.member, event.epoch)
     if end_ms > last_fault_ms + delay_ms + CONVERGE_BOUND_MS:
         problems.append(f"log: quiet only at {end_ms} ms, {end_ms - last_fault_ms} ms after "
                         "the last fault")
@@ -157,6 +157,26 @@ check_delays = delay_rules.check_delays
 """Every scheduled-rebalance delay honoured (``delay_rules``: the promise per policy, and
 each exemption a rule of ``delay_rules.RULES``)."""
 delays_exercised = delay_rules.delays_exercised
+
+
+def _holdings(events: Sequence[ev.Event]) -> list[ownership.Interval]:
+    """Who ran what when, by the workers' rows, one interval per ``start`` in time order
+    (stops first at an instant): a member runs a resource until it stops it (or starts
+    it again); a ``leave`` ends nothing: the simulated worker's own stop rows do."""
+    out: list[ownership.Interval] = []
+    running: dict[tuple[str, str], int] = {}
+    for event in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP)):
+        if event.event in (ev.Kind.START, ev.Kind.STOP):
+            index = running.pop((event.resource, event.member), None)
+            if index is not None:
+                out[index] = out[index]._replace(end_ms=event.ts_ms)
+        if event.event is ev.Kind.START:
+            running[(event.resource, event.member)] = len(out)
+            out.append(ownership.Interval(event.resource, event.member, event.ts_ms, _OPEN))
+    return out
+
+
+_OPEN = 2**62
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
