@@ -193,10 +193,10 @@ def _paused(ordered: Sequence[ev.Event], spans: Sequence[Span]) -> list[tuple[in
 def _overlaps(spans: Sequence[Span], *, since_ms: int) -> int:
     """Intervals that began (at or after ``since_ms``) while an earlier one still ran
     (``core.ownership``; spans of one place never overlap, so another member's)."""
-    intervals = [ownership.Interval(key, member, start, end)
-                 for key, member, start, end, _ in sorted(spans, key=lambda s: (s[2], s[1]))]
+    intervals = [(key, member, start, end)
+                 for key, member, start, end, _ in sorted(spans, key=lambda s: (s[0], s[2], s[1]))]
     later = {j for _, j in ownership.overlaps(intervals)}
-    return sum(1 for j in later if intervals[j].start_ms >= since_ms)
+    return sum(1 for j in later if intervals[j][2] >= since_ms)
 
 
 def running(events: Sequence[ev.Event], *, at_ms: int | None = None) -> dict[Key, set[str]]:
