@@ -29,7 +29,7 @@ import json
 import pathlib
 from collections.abc import Iterable, Mapping, Sequence
 
-from kooper.core import events
+from kooper.core import events, ownership
 
 K = events.Kind
 STOPS = ("sigstop", "freeze")
@@ -144,22 +144,17 @@ def overlaps(all_runs: Sequence[Run], processes: Iterable[ProcessRow] = ()) -> l
     incarnations are not skipped (see the module docstring).
     """
     frozen = freezes(processes)
-    by_resource: dict[str, list[Run]] = {}
-    for run in all_runs:
-        by_resource.setdefault(run.resource, []).append(run)
+    pairs = ownership.overlaps([ownership.Interval(run.resource, run.incarnation, run.start_ms,
+                                                   run.end_ms) for run in all_runs])
     found = []
-    for resource, group in sorted(by_resource.items()):
-        for i, first in enumerate(group):
-            for second in group[i + 1:]:
-                if first.incarnation == second.incarnation:
-                    continue
-                start, end = max(first.start_ms, second.start_ms), min(first.end_ms, second.end_ms)
-                if start < end:
-                    names = tuple(sorted(
-                        run.incarnation for run in (first, second)
-                        if any(a < end and start < b for a, b in frozen.get(run.incarnation, ()))))
-                    found.append(Overlap(resource, first, second, start, end, names))
-    return found
+    for i, j in sorted((min(pair), max(pair)) for pair in pairs):
+        first, second = all_runs[i], all_runs[j]
+        start, end = max(first.start_ms, second.start_ms), min(first.end_ms, second.end_ms)
+        names = tuple(sorted(
+            run.incarnation for run in (first, second)
+            if any(a < end and start < b for a, b in frozen.get(run.incarnation, ()))))
+        found.append(Overlap(first.resource, first, second, start, end, names))
+    return sorted(found, key=lambda o: o.resource)  # stable: listed order within a resource
 
 
 def running_at(all_runs: Iterable[Run], ts_ms: int) -> dict[str, list[Run]]:

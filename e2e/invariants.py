@@ -17,7 +17,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from kooper.core import events
+from kooper.core import events, ownership
 
 Kind = events.Kind
 _ORDER = {Kind.ROUND: 0, Kind.LEAVE: 1, Kind.STOP: 2, Kind.JOIN: 3, Kind.START: 4}
@@ -53,21 +53,41 @@ def running_at_end(rows: Iterable[events.Event]) -> dict[str, set[str]]:
 
 def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
     """Every moment a resource starts while another member still runs it."""
-    running: dict[str, set[str]] = {}
-    found = []
+    held = holdings(rows)
+    found: dict[int, set[str]] = {}
+    for i, j in ownership.overlaps(held):
+        found.setdefault(j, set()).add(held[i].holder)
+    return [Overlap(held[j].start_ms, str(held[j].resource),
+                    tuple(sorted({*others, held[j].holder})))
+            for j, others in sorted(found.items())]
+
+
+_OPEN = 2**62
+
+
+def holdings(rows: Iterable[events.Event]) -> list[ownership.Interval]:
+    """Who runs what when, in the order they started: a member runs a resource from a
+    ``start`` to its ``stop`` or its ``leave`` (a ``start`` while it runs it begins
+    another interval)."""
+    out: list[ownership.Interval] = []
+    running: dict[tuple[str, str], int] = {}
+
+    def end(place: tuple[str, str], ts_ms: int) -> None:
+        index = running.pop(place, None)
+        if index is not None:
+            out[index] = out[index]._replace(end_ms=ts_ms)
+
     for row in ordered(rows):
         if row.event is Kind.START:
-            members = running.setdefault(row.resource, set())
-            others = members - {row.member}
-            if others:
-                found.append(Overlap(row.ts_ms, row.resource, tuple(sorted({*others, row.member}))))
-            members.add(row.member)
+            end((row.resource, row.member), row.ts_ms)
+            running[(row.resource, row.member)] = len(out)
+            out.append(ownership.Interval(row.resource, row.member, row.ts_ms, _OPEN))
         elif row.event is Kind.STOP:
-            running.get(row.resource, set()).discard(row.member)
+            end((row.resource, row.member), row.ts_ms)
         elif row.event is Kind.LEAVE:
-            for members in running.values():
-                members.discard(row.member)
-    return found
+            for place in [p for p in running if p[1] == row.member]:
+                end(place, row.ts_ms)
+    return out
 
 
 def not_running(rows: Iterable[events.Event], expected: Iterable[str]) -> list[str]:

@@ -158,6 +158,10 @@ def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
 def overlaps(spans: sql.DataFrame) -> sql.DataFrame:
     """``schema.OVERLAPS``: each interval that began while another member ran the resource.
 
+    ``core.ownership.overlaps`` in PySpark, over the drill intervals (the simulator's
+    metrics ask that function; ``tests/analytics/test_against_simulator.py`` holds the
+    two to the same counts).
+
     ``other_member`` is the member whose earlier interval ends last; the row's
     span is the time both ran it.
     """

@@ -26,7 +26,11 @@ column, ``change``, that readers of the base schema ignore:
   earlier is now known not to return (its owner scaled it away); what it lost stops
   waiting and is handed out this round (``assignor._rule_permanent_departure``);
 * ``join`` / ``leave``: membership changes; ``round``: a round that changed
-  assignments.
+  assignments or the pending delay's deadline (a delay starting or ending rewrites
+  no member's work). It carries ``until_ms``: the delay deadline the round left
+  pending (``PlanState.delay``: under ``kip415`` the group's window), the row's own
+  ``ts_ms`` when nothing waits any more (the delay ended, or was reset: nothing is
+  lost).
 
 These are the leader's decisions, not the workers' actions: a worker starts a
 resource some milliseconds after its ``start`` row. The workers' own recorder
@@ -132,5 +136,9 @@ def rows(
         for resource in resources.sorted():
             yield row(member, resource, events.Kind.START, "assigned",
                       plan.state.epochs.get(resource, -1))
-    if plan.changed:
-        yield row("", "", events.Kind.ROUND, "round")
+    pending = None if delay is None else delay.deadline_ms
+    if plan.changed or pending != (None if previous.delay is None
+                                   else previous.delay.deadline_ms):
+        closing = row("", "", events.Kind.ROUND, "round")
+        closing["until_ms"] = now_ms if pending is None else max(now_ms, pending)
+        yield closing

@@ -69,14 +69,23 @@ def observe(previous: Observed, leases: Sequence[views.LeaseView], *, now_ms: in
     return result if changed else previous
 
 
+def expiry_ms(observed_ms: int, duration_s: int | None, *, default_duration_s: int,
+              skew_s: int) -> int:
+    """When a Lease version observed at ``observed_ms`` stops vouching for its member:
+    its duration (``default_duration_s`` when it names none) plus the clock skew allowed,
+    on the observer's clock. The one place this fact is written."""
+    duration = duration_s if duration_s is not None else default_duration_s
+    return observed_ms + (duration + skew_s) * 1000
+
+
 def expires_at_ms(lease: views.LeaseView, *, observed_ms: int, default_duration_s: int,
                   skew_s: int) -> int | None:
     """When the member is declared departed if its Lease does not change again (None:
     the Lease was never acquired or renewed)."""
     if lease.renew_ms is None:
         return None
-    duration = lease.duration_s if lease.duration_s is not None else default_duration_s
-    return observed_ms + (duration + skew_s) * 1000
+    return expiry_ms(observed_ms, lease.duration_s, default_duration_s=default_duration_s,
+                     skew_s=skew_s)
 
 
 def lease_live(
@@ -139,8 +148,7 @@ def vanished(
         base, duration = now_ms, last[0][2] if last is not None else None
         if lease is not None and uid and lease.pod_uid == uid and name in observed:
             base, duration = observed[name][1], lease.duration_s  # not collected yet
-        until = base + ((duration if duration is not None else default_duration_s)
-                        + skew_s) * 1000
+        until = expiry_ms(base, duration, default_duration_s=default_duration_s, skew_s=skew_s)
         if until <= now_ms:
             continue
         report = reports.get(member)

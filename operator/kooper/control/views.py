@@ -295,13 +295,6 @@ class LeaseView:
     holder: str = ""
     """``spec.holderIdentity`` (``<pod>/<incarnation>``, as the SDK writes it)."""
 
-    def expires_at_ms(self, *, default_duration_s: int, skew_s: int) -> int | None:
-        """When the member is declared departed if it does not renew (None: no renewTime)."""
-        if self.renew_ms is None:
-            return None
-        duration = self.duration_s if self.duration_s is not None else default_duration_s
-        return self.renew_ms + (duration + skew_s) * 1000
-
 
 def parse_lease(body: Mapping[str, Any]) -> LeaseView:
     """A member Lease body as a view; the report is decoded once here, never raises."""

@@ -25,7 +25,7 @@ state): no resource on two members at once, per-task epochs that only grow acros
 members, quiescence within ``CONVERGE_BOUND_MS`` of the last fault plus the delay,
 and every scheduled-rebalance delay honoured (``check_delays``: work lost by an
 unplanned departure starts on no other member before the policy's promise ran out;
-its docstring states the promise per policy and each exemption).
+``delay_rules`` states the promise per policy, each exemption a rule of its table).
 
 Since the second version of the families (``families=2``, the default), hard runs
 also draw a clock offset per pod (up to 10 s either way) that its Lease's
@@ -47,9 +47,9 @@ from typing import Any
 from kooper.control import step as control
 from kooper.control import views
 from kooper.core import events as ev
-from kooper.core import ids, model
+from kooper.core import ids, model, ownership
 from kooper.sdk import session as sdk_session
-from kooper.sim import leaders, metrics, runner, scenarios
+from kooper.sim import delay_rules, leaders, metrics, runner, scenarios
 
 A = scenarios.Action
 _ACTIONS = (
@@ -125,26 +125,26 @@ def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
     With the operator's ``audit`` rows and the run's ``policy``, also that every
     scheduled-rebalance delay was honoured (``check_delays``).
     """
+    held = _holdings(events)
+    doubled: dict[int, set[str]] = {}
+    for i, j in ownership.overlaps(held):
+        doubled.setdefault(j, set()).add(held[i].holder)
     problems: list[str] = []
-    running: dict[str, str] = {}
     last_start: dict[str, tuple[str, int]] = {}
-    for event in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP)):
-        if event.event is ev.Kind.STOP and running.get(event.resource) == event.member:
-            del running[event.resource]
-        elif event.event is ev.Kind.START:
-            holder = running.get(event.resource)
-            if holder is not None and holder != event.member:
-                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
-                                f"{event.member} while {holder} runs it")
-            running[event.resource] = event.member
-            before = last_start.get(event.resource)
-            if before is not None and event.epoch >= 0 and (
-                    event.epoch < before[1]
-                    or (event.epoch == before[1] and event.member != before[0])):
-                problems.append(f"log: t={event.ts_ms} {event.resource} started on "
-                                f"{event.member} at epoch {event.epoch} after epoch "
-                                f"{before[1]} on {before[0]}")
-            last_start[event.resource] = (event.member, event.epoch)
+    starts = (e for e in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP))
+              if e.event is ev.Kind.START)
+    for index, event in enumerate(starts):  # the order _holdings opens their intervals
+        if index in doubled:
+            problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                            f"{event.member} while {', '.join(sorted(doubled[index]))} runs it")
+        before = last_start.get(event.resource)
+        if before is not None and event.epoch >= 0 and (
+                event.epoch < before[1]
+                or (event.epoch == before[1] and event.member != before[0])):
+            problems.append(f"log: t={event.ts_ms} {event.resource} started on "
+                            f"{event.member} at epoch {event.epoch} after epoch "
+                            f"{before[1]} on {before[0]}")
+        last_start[event.resource] = (event.member, event.epoch)
     if end_ms > last_fault_ms + delay_ms + CONVERGE_BOUND_MS:
         problems.append(f"log: quiet only at {end_ms} ms, {end_ms - last_fault_ms} ms after "
                         "the last fault")
@@ -153,231 +153,30 @@ def check_log(events: Sequence[ev.Event], *, last_fault_ms: int, delay_ms: int,
     return problems
 
 
-@dataclasses.dataclass(slots=True)
-class _Wait:
-    """A lost resource's promise: not on another member than ``origin`` before ``until_ms``."""
-
-    origin: str
-    since_ms: int
-    until_ms: int
+check_delays = delay_rules.check_delays
+"""Every scheduled-rebalance delay honoured (``delay_rules``: the promise per policy, and
+each exemption a rule of ``delay_rules.RULES``)."""
+delays_exercised = delay_rules.delays_exercised
 
 
-def check_delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
-                 policy: model.Policy, delay_ms: int) -> list[str]:
-    """Every scheduled-rebalance delay honoured, judged from the rows and the settings.
-
-    ``audit`` are the operator's audit rows (``control.audit.rows``, in the order it
-    wrote them), ``events`` the workers' rows (their START rows are judged);
-    ``policy`` and ``delay_ms`` are the run's configuration. The check knows nothing
-    of the simulator's state.
-
-    A ``stop``/``lost`` row says that ``member`` departed holding ``resource``. While
-    the protocol promises that the resource waits for it, the resource is neither
-    assigned (an audit ``assigned`` row) nor started (a worker ``start`` row) on any
-    *other* member. The promise, with ``d`` = ``delay_ms``:
-
-    * ``kip415`` (KIP-415, one delay for the group): the check keeps the group's
-      window itself, from the lost rows alone (the rows' ``until_ms`` is not used).
-      A departure with no window open opens one ending at its ``ts_ms + d``; a
-      departure inside an open window waits until that window's end (a member
-      leaving 290 s into a 300 s delay gets 10 s). Work of a member that returns
-      meanwhile waits too (it rejoins empty, as a candidate), though the member
-      itself may start it (it is not *another* member). Planned departures wait as
-      well: the KIP has no such notion (``kooper`` alone hands them over at once).
-    * ``kooper`` (a grace per departure): an ``unplanned`` departure's work waits
-      ``grace_ms`` from its ``lost`` row: the grace the step chose for departures of
-      that round before the assignor ran (``control.adaptive`` may shorten it, to 0
-      when moving is cheaper; the operator publishes it as
-      ``status.adaptive.graceSeconds``). The check takes the grace from the row, never
-      the assignor's outcome, and requires ``0 <= grace <= d`` (a grace is never
-      longer than the configured delay).
-
-    Exemptions, each the protocol's own rule:
-
-    * ``d = 0``: no delay is promised.
-    * The ``eager`` protocol has no scheduled rebalance (KIP-415's delay belongs to the
-      incremental cooperative protocol; ``assignor.eager`` plans with no lost work
-      and no delay): a ``lost`` row of an eager round promises nothing, and a round
-      that runs eager (a protocol change, or an eager-only member joining) ends
-      every wait.
-    * ``kooper``, ``departure: planned``: the step judged the departure planned (its
-      pod was terminating: a rolling restart, a pod deletion) or permanent (its
-      owner will not bring it back: a scale-down); its work is handed over at once
-      (``control.departures``, ``assignor._rule_permanent_departure``). So is the
-      work of an earlier unplanned departure once the operator learns that the member
-      will not return (a ``released`` row: the scale-down came after the kill).
-    * ``kooper``, returning identity: the wait is for the departed member. Once its
-      ``join`` row shows it back, its lost work is placed in that round, back on it
-      (``_rule_returning_identity``), and the round's balancing may place on others
-      the part that would leave it above its share (nothing has to stop for that).
-      A member that self-fenced and reports again (``departure: fenced``) never left:
-      its work goes back to it at once, the same way. So does a member a round tells to
-      stop something (a ``revoked`` row), or that starts anything (a worker row): it is
-      counted live again (a restarted operator that found its ConfigMap never saw it
-      go).
-    * ``kip415``, what is not lost: KIP-415's lost set is the previous assignment less
-      what the members report owning, so a resource that another live member still
-      held when its owner departed (the same round revokes it from that member) is
-      not lost and waits for nothing. (What the departed member itself still reports,
-      after a fence, stays lost while it is revoked from it: ``assignor``'s
-      ``_returned_holding``.) (Under ``kooper`` it is still the departed member's
-      work: a claim by another member must not end its wait.)
-    * ``kip415``, the window's end: the round that ends an expired window hands every
-      lost set out (``delays._kip415``), so a departure first seen in that round (the
-      first round at or after the deadline) waits no longer.
-    * A wait ends once the resource is assigned back to the departed member, or the
-      departed member starts it (the round that gave it back may have died before its
-      audit rows: a worker starts only what a document written for it assigns).
-
-    Rows of a round the operator died in (``cut``: the simulator keeps them, since
-    workers may act on the documents it wrote) promise nothing unless the round's
-    status was written before it died (``persisted``: a round declaring a departure
-    whose work waits writes it first); a cut ``planned`` row still ends the wait it
-    supersedes. The rest count, as any round's, only when some worker
-    started something at that round's generation (its documents were acted on);
-    otherwise the round changed nothing: the restarted operator still counts the
-    departures it undid. A ``lost`` row for work already waiting for the same member
-    is that departure seen again: the wait keeps its end.
-
-    What it cannot judge: a departure decided only by a round that died between
-    deleting the member's ConfigMap and writing the status (its ``lost`` rows are
-    ``cut``, and the restarted operator never learns of the departure).
-    """
-    return _delays(audit, events, policy=policy, delay_ms=delay_ms)[0]
+def _holdings(events: Sequence[ev.Event]) -> list[ownership.Interval]:
+    """Who ran what when, by the workers' rows, one interval per ``start`` in time order
+    (stops first at an instant): a member runs a resource until it stops it (or starts
+    it again); a ``leave`` ends nothing: the simulated worker's own stop rows do."""
+    out: list[ownership.Interval] = []
+    running: dict[tuple[str, str], int] = {}
+    for event in sorted(events, key=lambda e: (e.ts_ms, e.event is not ev.Kind.STOP)):
+        if event.event in (ev.Kind.START, ev.Kind.STOP):
+            index = running.pop((event.resource, event.member), None)
+            if index is not None:
+                out[index] = out[index]._replace(end_ms=event.ts_ms)
+        if event.event is ev.Kind.START:
+            running[(event.resource, event.member)] = len(out)
+            out.append(ownership.Interval(event.resource, event.member, event.ts_ms, _OPEN))
+    return out
 
 
-def delays_exercised(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
-                     policy: model.Policy, delay_ms: int) -> int:
-    """How many lost resources waited (``check_delays``'s promise, > 0) and were then
-    assigned to another member once the wait was over: what the check judged."""
-    return _delays(audit, events, policy=policy, delay_ms=delay_ms)[1]
-
-
-def _delays(audit: Sequence[Mapping[str, Any]], events: Sequence[ev.Event], *,
-            policy: model.Policy, delay_ms: int) -> tuple[list[str], int]:
-    """``check_delays``'s problems, and ``delays_exercised``'s count."""
-    if delay_ms <= 0:
-        return [], 0
-    problems: list[str] = []
-    exercised = 0
-    kip = policy is model.Policy.KIP415
-    waits: dict[str, _Wait] = {}
-    window: int | None = None
-    """kip415: the end of the group's delay window (None: none opened yet)."""
-    last_round = -1
-    """kip415: when the last round that changed assignments was."""
-    flagged: set[tuple[str, str, int]] = set()
-    since: dict[str, int] = {}
-    """kooper: when each member's current departure was first announced."""
-    held = {(row["ts_ms"], row["resource"]): row["member"] for row in audit
-            if row.get("change") == "revoked"} if kip else {}
-    """kip415: (round, resource) → the live member it was revoked from, which held it."""
-    starts = [e for e in events if e.event is ev.Kind.START]
-    acted = {e.generation for e in starts}
-    """Generations some worker started something at: documents that were acted on."""
-    starts.sort(key=lambda e: e.ts_ms)
-    index = 0
-
-    def judge(ts: int, member: str, resource: str, what: str) -> None:
-        wait = waits.get(resource)
-        if wait is None:
-            return
-        if ts >= wait.until_ms:
-            del waits[resource]
-            if member != wait.origin and what == "assigned":
-                nonlocal exercised
-                exercised += 1
-        elif member == wait.origin:
-            # Given back to it (an SDK worker starts only what a document for it
-            # assigns: its start is that evidence when the round that wrote the document
-            # died before its audit rows).
-            del waits[resource]
-        elif (resource, wait.origin, wait.since_ms) not in flagged:
-            flagged.add((resource, wait.origin, wait.since_ms))
-            problems.append(f"delay: t={ts} {resource} {what} on {member}, lost from "
-                            f"{wait.origin} at {wait.since_ms}, promised to wait until "
-                            f"{wait.until_ms}")
-
-    def started(start: ev.Event) -> None:
-        judge(start.ts_ms, start.member, start.resource, "started")
-        if not kip and (start.member in since or any(
-                w.origin == start.member for w in waits.values())):
-            # kooper: a departed member that starts anything is back (a worker starts
-            # only what a document of its current membership assigns), as a ``join``.
-            since.pop(start.member, None)
-            for resource in [r for r, w in waits.items() if w.origin == start.member]:
-                del waits[resource]
-
-    for row in audit:
-        ts = row["ts_ms"]
-        while index < len(starts) and starts[index].ts_ms <= ts:
-            started(starts[index])
-            index += 1
-        change = row.get("change")
-        if row.get("cut") and (
-                (change == "lost" and not row.get("persisted") and not (
-                    not kip and row.get("departure") == "planned"
-                    and row["generation"] in acted))
-                or (change != "lost" and row["generation"] not in acted)):
-            # A round the operator died in: its promises were never persisted, and
-            # unless some worker acted on a document it wrote (started something at
-            # its generation) it changed nothing (the restored operator still counts
-            # the departures it undid).
-            continue
-        if row.get("protocol") == "eager":
-            waits.clear()
-            window = None
-            continue
-        if change == "lost":
-            member, resource = row["member"], row["resource"]
-            if kip:
-                if held.get((ts, resource), member) != member:
-                    continue  # not lost: another live member holds it (the KIP's lost set)
-                if window is not None and ts < window:
-                    until = window
-                elif window is not None and last_round < window:
-                    until = ts  # this round ends the expired window
-                else:
-                    window = until = ts + delay_ms
-            elif row.get("departure") in ("planned", "fenced"):
-                # Handed over at once; an earlier announcement of the same departure
-                # (before a restart) is superseded: now known planned, it waits no more.
-                since.pop(member, None)
-                known = waits.get(resource)
-                if known is not None and known.origin == member:
-                    del waits[resource]
-                continue
-            else:
-                grace = int(row.get("grace_ms", delay_ms))
-                if not 0 <= grace <= delay_ms:
-                    problems.append(f"delay: t={ts} {member} departed with a grace of {grace} "
-                                    f"ms, outside 0..{delay_ms} ms")
-                # A restarted operator may announce a departure again: its grace runs
-                # from the first announcement, until the member is seen back.
-                until = since.setdefault(member, ts) + grace
-            known = waits.get(resource)
-            if known is not None and known.origin == member:
-                continue  # the same departure, seen again by a restarted operator
-            if until > ts:
-                waits[resource] = _Wait(member, ts, until)
-        elif change == "released":
-            wait = waits.get(row["resource"])
-            if wait is not None and wait.origin == row["member"]:
-                del waits[row["resource"]]
-        elif change == "assigned":
-            judge(ts, row["member"], row["resource"], "assigned")
-        elif change in ("join", "revoked") and not kip:
-            # Back, or counted live again (a restarted operator that found its
-            # ConfigMap: it never saw the member go), as the returning identity.
-            member = row["member"]
-            since.pop(member, None)
-            for resource in [r for r, w in waits.items() if w.origin == member]:
-                del waits[resource]
-        elif change == "round":
-            last_round = ts
-    for start in starts[index:]:
-        started(start)
-    return problems, exercised
+_OPEN = 2**62
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from kooper.core import events as ev
+from kooper.core import ownership
 
 _ORDER = ev.SAME_INSTANT_ORDER
 
@@ -190,14 +191,12 @@ def _paused(ordered: Sequence[ev.Event], spans: Sequence[Span]) -> list[tuple[in
 
 
 def _overlaps(spans: Sequence[Span], *, since_ms: int) -> int:
-    """Intervals that began (at or after ``since_ms``) while an earlier one still ran."""
-    count = 0
-    latest_end: dict[Key, int] = {}
-    for key, _, start, end, _ in sorted(spans, key=lambda s: (s[0], s[2], s[1])):
-        if latest_end.get(key, start) > start >= since_ms:
-            count += 1
-        latest_end[key] = max(latest_end.get(key, end), end)
-    return count
+    """Intervals that began (at or after ``since_ms``) while an earlier one still ran
+    (``core.ownership``; spans of one place never overlap, so another member's)."""
+    intervals = [(key, member, start, end)
+                 for key, member, start, end, _ in sorted(spans, key=lambda s: (s[0], s[2], s[1]))]
+    later = {j for _, j in ownership.overlaps(intervals)}
+    return sum(1 for j in later if intervals[j][2] >= since_ms)
 
 
 def running(events: Sequence[ev.Event], *, at_ms: int | None = None) -> dict[Key, set[str]]:
