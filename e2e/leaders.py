@@ -244,11 +244,19 @@ def inject(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_r
     audited = h.audit_rows()
     point = rng.choice(POINTS)
 
+    frozen = fault == "leader-frozen"
+
     def strike() -> None:
-        if fault == "leader-frozen":
+        if frozen:
             h.signal_operator(old, "sigstop")
         else:
             proxy.partition(old)
+
+    def undo() -> None:
+        if frozen:
+            h.signal_operator(old, "sigcont")
+        else:
+            proxy.heal(old)
 
     trap = None
     if point.startswith("first-write"):
@@ -278,16 +286,13 @@ def inject(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_r
             # answered before the thaw, so the server decides its fate, not timers.
             answered = len(proxy.history())
             trap.release()
-            if fault == "leader-frozen":
+            if frozen:
                 h.wait("the held write answered",
                        lambda: any(e.trapped for e in proxy.history()[answered:]), TAKEOVER_S)
     finally:
         if trap is not None:
             trap.release()
-        if fault == "leader-frozen":
-            h.signal_operator(old, "sigcont")
-        else:
-            proxy.heal(old)
+        undo()
     ended = chaos_real.now_ms()
     h.wait(f"{old} to stand down", lambda: h.stand_downs(old) > stand_downs, TAKEOVER_S)
     converged = h.wait_converged(after_ms=ended)

@@ -171,8 +171,8 @@ class Worker:
         self._running: list[_Running] = []
         self._dead = False
         self._configmap_version = ""
-        self._watch_sequence = 0
-        self._reread_sequence = 0
+        self._sequences = [0, 0]
+        """The last sequence taken from the watch's two mailboxes (watch, re-read)."""
         self._seen_renewal: float | None = None
         self._epochs: dict[str, int] = {}
         self._owner = identity.uid
@@ -260,16 +260,12 @@ class Worker:
         self._last_loop = self._clock()
         self._feed_time()
         if member.accepts_assignments(self.session.state):
-            sequence, configmap = self.watch.latest()
-            if sequence != self._watch_sequence:
-                self._watch_sequence = sequence
-                if configmap is not None:
-                    self._offer(configmap)
-            sequence, configmap = self.watch.reread()
-            if sequence != self._reread_sequence:
-                self._reread_sequence = sequence
-                if configmap is not None:
-                    self._offer(configmap)
+            for slot, mailbox in enumerate((self.watch.latest, self.watch.reread)):
+                sequence, configmap = mailbox()
+                if sequence != self._sequences[slot]:
+                    self._sequences[slot] = sequence
+                    if configmap is not None:
+                        self._offer(configmap)
         self._run_actions()
         self.metrics.observe(self.session, self.keeper)
 
