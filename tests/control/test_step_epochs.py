@@ -270,3 +270,27 @@ def test_a_leader_that_forgot_the_assignments_never_keeps_work_at_an_epoch_issue
     # What a's document did assign stays at its epoch: nothing else restarts.
     kept = [r for r in a_doc.assigned.tasks if r in written.get(W("a"), a_doc).assigned.tasks]
     assert all(written.get(W("a"), a_doc).epochs.get(r) == issued for r in kept)
+
+
+def test_a_restored_leader_hands_out_every_epoch_above_any_ever_issued():
+    # Seed 99265 of the leader families: an older term handed a resource a larger epoch
+    # in a document that a later one revoked, and its status never landed; the restore
+    # sees only the ConfigMap still assigning the resource at its old epoch, and the
+    # persisted floor (the largest epoch ever issued). Moving it must go above the floor.
+    a, b = member("a"), member("b")
+    first = control.step(inputs([a, b]), control.Memory(), now_ms=0)
+    a, b = applied(first, [a, b])
+    settled = control.step(inputs([a, b]), first.memory, now_ms=10)
+    assert settled.status is not None
+    status = persisted(settled.status)
+    held = {r: e for w in first.configmap_writes if w.member == "a" for r, e in w.epochs.items()}
+    assert held
+    assert max(held.values()) < 10
+    status["state"]["epochFloor"] = 10  # type: ignore[index]
+    configmaps = configmaps_of(first)
+    memory = control.restored(modelled.group(GROUP, SETTINGS, status=status), configmaps)
+    moved = control.step(inputs([b], status=status, configmaps=configmaps), memory, now_ms=20)
+    issued = {r: e for w in moved.configmap_writes if w.member == "b"
+              for r, e in w.epochs.items() if r in held}
+    assert issued.keys() == held.keys()
+    assert min(issued.values()) > 10

@@ -122,11 +122,11 @@ def test_a_task_revoked_from_two_members_that_both_fenced_is_placed_once():
     assert chaos.run_hard(21824, families=4).violations == ()
 
 
-# Open (100,000 seeds of families 4 on the final code of the eighth session: this one
-# run). Seed 99265: two stalled leaders and an API outage; a task's per-task epoch 3,
-# handed out in a document whose round's status never landed (a stale term's), was
-# handed out again at 3 by the term after it (c01-2 on sim-1, then on sim-3; no overlap:
-# sim-1 had stopped). The restore cannot see an epoch only a replaced document carried.
-@pytest.mark.xfail(strict=True, reason="a stale term's unrecorded per-task epoch is reused")
 def test_a_per_task_epoch_a_stalled_term_handed_out_is_never_handed_out_again():
+    """Seed 99265: two stalled leaders and an API outage; a stale term handed c01-2 to
+    sim-1 at epoch 3 in a document whose round's status never landed; the next term
+    revoked it there (a revoked entry names no epoch); the term after it restored c01-2
+    at epoch 2 from an older ConfigMap still assigning it and handed it to sim-3 at 3
+    again. A restored leader now hands out every epoch above the persisted floor
+    (``PlanState.epoch_base``; tests/control/test_step_epochs.py)."""
     assert chaos.run_hard(99265, families=4).violations == ()

@@ -5,7 +5,8 @@ under per-resource epochs after a restore.
   incarnation and gets a new, larger one when it joins, returns, restarts or reports
   that it fenced itself; a departed member's epoch is retired with it.
 * Per-resource epochs only grow: a restored leader raises every wanted resource
-  that no ConfigMap assigns to the largest epoch ever issued (``epochFloor``).
+  that no ConfigMap assigns to the largest epoch ever issued (``epochFloor``), and
+  hands out every epoch after that above it.
 """
 
 from __future__ import annotations
@@ -51,10 +52,14 @@ def member_epochs(memory: Memory, plan: model.Plan,
 
 
 def floored(memory: Memory, inputs: Inputs) -> Memory:
-    """A just-restored memory where every wanted resource that no ConfigMap assigns has
-    at least the largest epoch ever issued: its next epoch is larger than any it had
+    """A just-restored memory whose every next epoch is larger than any ever issued.
+
+    Every wanted resource that no ConfigMap assigns gets the largest epoch ever issued
     (per-resource epochs only grow, even when the operator died right after a deletion
-    or a new KIP-415 leader forgot the assignments)."""
+    or a new KIP-415 leader forgot the assignments), and that floor becomes the base of
+    every epoch handed out later (``PlanState.epoch_base``): a resource a ConfigMap
+    still assigns at an old epoch may have run at a larger one, handed out by an older
+    leader in a document revoked since and recorded in no status it wrote."""
     epochs = dict(memory.state.epochs)
     floor = memory.epoch_floor
     assigned = memory.state.assignments
@@ -64,8 +69,8 @@ def floored(memory: Memory, inputs: Inputs) -> Memory:
             if epochs.get(resource, 0) < floor and not any(
                     resource in mine for mine in assigned.values()):
                 epochs[resource] = floor
-    return dataclasses.replace(memory, state=dataclasses.replace(memory.state, epochs=epochs),
-                               floor_pending=False)
+    state = dataclasses.replace(memory.state, epochs=epochs, epoch_base=floor)
+    return dataclasses.replace(memory, state=state, floor_pending=False)
 
 
 def unpersisted(memory: Memory) -> tuple[int, int] | None:

@@ -67,6 +67,7 @@ def forget(state: model.PlanState) -> model.PlanState:
         protocol=state.protocol,
         delay=delay,
         epochs=state.epochs,
+        epoch_base=state.epoch_base,
         forgotten=True,
     )
 
@@ -306,7 +307,7 @@ class _Round:
             bumped = dict(previous.epochs)
             for resources in (*newly.values(), *restarted.values()):
                 for resource in (*resources.connectors, *resources.tasks):
-                    bumped[resource] = bumped.get(resource, 0) + 1
+                    bumped[resource] = max(bumped.get(resource, 0), previous.epoch_base) + 1
             epochs = bumped
         assigned_at = {
             member: generation if member in changed else previous.assigned_at.get(member, 0)
@@ -331,6 +332,7 @@ class _Round:
             lost=dict(lost),
             delay=delay,
             epochs=epochs,
+            epoch_base=previous.epoch_base,
             revoking=revoking,
             eager_revoking=eager_revoking,
             backoff=held_back,

@@ -224,6 +224,11 @@ class PlanState:
     lost: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(default_factory=dict)
     delay: Delay | None = None
     epochs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    epoch_base: int = 0
+    """Every epoch handed out from now on exceeds this: the largest epoch ever issued
+    when this leader restored. An older leader's document may have handed a resource a
+    larger epoch than any document now shows for it (a later one revoked it, and that
+    leader's status never landed); the next holder must still run it at a new one."""
     revoking: Mapping[ids.WorkerId, ConnectorsAndTasks] = dataclasses.field(default_factory=dict)
     """Per member, what it was told to stop and has not yet acknowledged (the barrier)."""
     eager_revoking: bool = False
