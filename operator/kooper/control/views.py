@@ -206,6 +206,7 @@ class ConnectorView:
     initial_backoff_s: int = defaults.AUTO_RESTART_INITIAL_BACKOFF_S
     restart_task: str = ""
     """The ``kooper.dev/restart-task`` annotation (task numbers to restart)."""
+    resource_version: str = ""
 
 
 def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
@@ -233,6 +234,7 @@ def parse_connector(body: Mapping[str, Any]) -> ConnectorView:
         initial_backoff_s=max(0, _int(auto.get("initialBackoffSeconds"),
                                       defaults.AUTO_RESTART_INITIAL_BACKOFF_S)),
         restart_task=str(annotations.get(RESTART_TASK_ANNOTATION, "")),
+        resource_version=str(meta.get("resourceVersion", "")),
     )
 
 

@@ -5,6 +5,15 @@ A burst of rounds patches each Connector once: the statuses wait
 that follow it land in one patch) and keep waiting, up to
 ``connector_status_max_wait_s``, while members have not applied their latest document.
 The statuses themselves are computed by ``control.status``.
+
+**Fencing** (with leader election, ``epoch`` > 0): every status patched carries the
+leader's epoch (``status.leaderEpoch``) and is preconditioned on a ``resourceVersion``
+(the one the last patch returned, else the watched one). A 409 re-reads the
+Connector: a newer epoch there is ``LostLeadership`` (the term is over: ``on_lost``),
+anything else (a user edited the spec) is patched again over what was read. A new
+term's first patches stamp every Connector of its group with its epoch (a status of
+an older epoch always differs), so from then on every patch of a stalled older
+leader fails; one that landed before is overwritten by them.
 """
 
 from __future__ import annotations
@@ -12,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kooper.control import failures, placement, status, step
 from kooper.sdk import apierrors
-from kooper.shell import kube
+from kooper.shell import kube, metrics, writes
 
 logger = logging.getLogger("kooper.shell")
 
@@ -26,9 +35,17 @@ class ConnectorStatuses:
     """One group's Connector statuses: what was patched, and the queue of the next patch."""
 
     def __init__(self, client: kube.Client, namespace: str, *, delay_s: float,
-                 max_wait_s: float, retry_s: float) -> None:
+                 max_wait_s: float, retry_s: float, epoch: int = 0,
+                 on_lost: Callable[[str], None] = lambda why: None) -> None:
         self.client = client
         self.namespace = namespace
+        self.epoch = epoch
+        """This leader's term (0: no leader election, nothing to fence)."""
+        self.on_lost = on_lost
+        """Called once a newer term's epoch is found on a Connector status."""
+        self.lost = False
+        self._versions: dict[str, str] = {}
+        """Per Connector, the resourceVersion our last patch returned."""
         self.delay_s = delay_s
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
@@ -61,7 +78,7 @@ class ConnectorStatuses:
         while True:
             await asyncio.sleep(self.delay_s)
             wanted = self._wanted
-            if wanted is None:
+            if wanted is None or self.lost:
                 return
             if not wanted.settled and time.monotonic() - since < self.max_wait_s:
                 continue  # Members are still applying: one patch once they reported.
@@ -93,6 +110,8 @@ class ConnectorStatuses:
             del self.patched[name]
         for name in [n for n in self._generations if n not in present]:
             del self._generations[name]
+        for name in [n for n in self._versions if n not in present]:
+            del self._versions[name]
         broken: dict[str, list[tuple[str, failures.Record]]] = {}
         for resource, record in work.failures.items():
             broken.setdefault(record.connector, []).append((resource, record))
@@ -121,17 +140,28 @@ class ConnectorStatuses:
             settled = status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)
+            if self.epoch:
+                settled = {**settled, "leaderEpoch": self.epoch}
             if status.same_status(base, settled):
                 continue
-            patches.append((connector.name, status.merge_patch(base, settled), settled))
+            version = self._versions.get(connector.name) or connector.resource_version
+            patches.append((connector.name, base, settled, version))
 
         failed: set[str] = set()
 
-        async def patch(name: str, body: dict[str, Any], settled: dict[str, Any]) -> None:
+        async def patch(name: str, base: Mapping[str, Any], settled: dict[str, Any],
+                        version: str) -> None:
             try:
-                await self.client.patch_status("connectors", self.namespace, name, body)
+                await self._patch_one(name, base, settled, version)
             except apierrors.NotFound:
                 self.patched.pop(name, None)  # Deleted meanwhile: nothing to retry.
+                return
+            except writes.LostLeadership as exc:
+                self.patched.pop(name, None)
+                if not self.lost:
+                    self.lost = True
+                    logger.warning("%s: %s; standing by", self.namespace, exc)
+                    self.on_lost(str(exc))
                 return
             except apierrors.ApiError as exc:
                 logger.warning("%s: Connector %s status: %s", self.namespace, name, exc)
@@ -142,4 +172,36 @@ class ConnectorStatuses:
 
         await asyncio.gather(*(patch(*item) for item in patches))
         self._dirty.update(failed)
-        return not failed
+        return not failed and not self.lost
+
+    async def _patch_one(self, name: str, base: Mapping[str, Any], settled: dict[str, Any],
+                         version: str) -> None:
+        """Patch one Connector's status from ``base`` to ``settled``; fenced: preconditioned
+        on ``version``, and a 409 re-reads (a newer term there: ``LostLeadership``)."""
+        if not self.epoch:
+            await self.client.patch_status("connectors", self.namespace, name,
+                                           status.merge_patch(base, settled))
+            return
+        for _ in range(5):
+            self._outranked(name, base)
+            try:
+                result = await self.client.patch_status(
+                    "connectors", self.namespace, name, status.merge_patch(base, settled),
+                    resource_version=version or None)
+            except apierrors.Conflict:
+                metrics.CONFLICTS.labels("connectors/status").inc()
+                fresh = await self.client.read_connector(self.namespace, name)
+                base = fresh.get("status") or {}
+                version = str(fresh.get("metadata", {}).get("resourceVersion", ""))
+                continue
+            self._versions[name] = str(result.get("metadata", {}).get("resourceVersion", ""))
+            return
+        raise apierrors.Conflict(f"Connector {self.namespace}/{name} status: still conflicting",
+                                 status=409)
+
+    def _outranked(self, name: str, base: Mapping[str, Any]) -> None:
+        theirs = writes.status_epoch(base)
+        if theirs > self.epoch:
+            raise writes.LostLeadership(
+                f"Connector {name}'s status was written by leader epoch {theirs}, after ours "
+                f"({self.epoch})")

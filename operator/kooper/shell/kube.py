@@ -201,6 +201,10 @@ class Client:
         """The WorkerGroup as it is now."""
         return await self.request("GET", self._cr_path("workergroups", namespace, name))
 
+    async def read_connector(self, namespace: str, name: str) -> dict[str, Any]:
+        """The Connector as it is now (``apierrors.NotFound`` when absent)."""
+        return await self.request("GET", self._cr_path("connectors", namespace, name))
+
     async def patch_status(
         self,
         plural: str,

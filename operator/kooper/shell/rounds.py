@@ -113,7 +113,8 @@ class GroupRunner:
                                     epoch=context.leader_epoch)
         self.statuses = connectors.ConnectorStatuses(
             context.client, namespace, delay_s=context.connector_status_delay_s,
-            max_wait_s=context.connector_status_max_wait_s, retry_s=context.retry_s)
+            max_wait_s=context.connector_status_max_wait_s, retry_s=context.retry_s,
+            epoch=context.leader_epoch, on_lost=context.on_lost)
         self.wake_at_ms: int | None = None
         self.task: asyncio.Task[None] | None = None
         self._warmed: tuple[Any, model.ConnectorsAndTasks | None] | None = None

@@ -232,8 +232,8 @@ class Writer:
             if cm.leader_epoch < self.epoch:
                 pending.append(cm)
         vacant = sorted(set(members) - set(configmaps))
-        claimed = _status_epoch(group.status) >= self.epoch
-        self.outranked("the WorkerGroup status", _status_epoch(group.status))
+        claimed = status_epoch(group.status) >= self.epoch
+        self.outranked("the WorkerGroup status", status_epoch(group.status))
         if not pending and not vacant and claimed:
             return True
         await asyncio.gather(*(self._reissue(cm, group.uid) for cm in pending),
@@ -307,7 +307,7 @@ class Writer:
         its persisted generation is ahead of ``generation`` (``Restart``)."""
         base = self.last_status if self.last_status is not None else group.status
         rv = self.group_rv or group.resource_version
-        self.outranked("the WorkerGroup status", _status_epoch(base))
+        self.outranked("the WorkerGroup status", status_epoch(base))
         for _ in range(5):
             patch = status.merge_patch(base, wanted(base))
             if not patch:
@@ -319,7 +319,7 @@ class Writer:
                 metrics.CONFLICTS.labels("workergroups/status").inc()
                 fresh = await self.client.read_group(self.namespace, self.name)
                 fresh_status = fresh.get("status") or {}
-                self.outranked("the WorkerGroup status", _status_epoch(fresh_status))
+                self.outranked("the WorkerGroup status", status_epoch(fresh_status))
                 theirs = fresh_status.get("rebalanceGeneration", 0)
                 if generation is not None and isinstance(theirs, int) and theirs > generation:
                     raise Restart(f"the persisted generation {theirs} is ahead of ours "
@@ -375,7 +375,8 @@ class Writer:
         raise apierrors.Conflict(f"ConfigMap {name}: still conflicting", status=409)
 
 
-def _status_epoch(status_body: Mapping[str, Any]) -> int:
+def status_epoch(status_body: Mapping[str, Any]) -> int:
+    """The ``leaderEpoch`` of a status (WorkerGroup or Connector; 0 when absent)."""
     value = status_body.get("leaderEpoch", 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
