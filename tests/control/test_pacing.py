@@ -239,7 +239,7 @@ def test_the_cap_is_a_count_or_a_percentage_rounded_up_and_never_zero(limit, res
 def test_the_operator_reads_max_moves_per_round_as_the_crd_admits_it(raw, limit):
     spec = {"balancing": {"maxMovesPerRound": raw}} if raw is not None else {}
     assert views.parse_group({"metadata": {"name": "g"}, "spec": spec}) \
-        .max_moves_per_round == limit
+        .balancing_limit == limit
 
 
 CRDS = [ROOT / "crds" / "workergroups.yaml",
@@ -262,7 +262,7 @@ def test_the_crd_admits_a_count_of_at_least_one_or_a_percentage(path, value, ok)
 
 
 @pytest.mark.parametrize("path", CRDS, ids=lambda p: str(p.relative_to(ROOT)))
-@pytest.mark.parametrize(("policy", "limit"), [("kooper", "25%"), ("kip415", "100%")])
+@pytest.mark.parametrize(("policy", "limit"), [("kooper", "25%"), ("kip415", None)])
 def test_unset_the_limit_is_the_policy_s_and_kip415_does_not_pace(path, policy, limit):
     """The CRD stores no default (it would have to depend on the policy); the operator
     reads an unset limit as its policy's: 25% under kooper, none under kip415, whose
@@ -275,5 +275,6 @@ def test_unset_the_limit_is_the_policy_s_and_kip415_does_not_pace(path, policy, 
                  "balancing": {}}})
     assert not errors
     assert "maxMovesPerRound" not in stored["spec"]["balancing"]
-    assert views.parse_group(stored).max_moves_per_round == limit
+    assert views.parse_group(stored).max_moves_per_round is None  # unset: the policy decides
+    assert views.parse_group(stored).balancing_limit == limit
     assert defaults.BALANCING_MAX_MOVES_BY_POLICY[policy] == limit

@@ -124,6 +124,11 @@ class Cluster:
         """Kafka's ``initAssignor()`` mid-test: the new leader starts from a clean slate."""
         self.state = assignor.forget(self.state)
 
+    def plan(self) -> model.Plan:
+        """One assignor call on what the workers report (``StepCluster``: one whole step)."""
+        snapshot = model.Snapshot(dict(self.connectors), dict(self.members), self.settings)
+        return assignor.plan(snapshot, self.state, now_ms=self.now_ms)
+
     def rebalance(self, *, delivered: bool = True) -> Round:
         """One assignor call; every worker applies the result unless ``delivered`` is false.
 
@@ -131,8 +136,7 @@ class Cluster:
         (and remembers) the assignment, but no worker received it, so every worker
         reports again exactly what it ran before.
         """
-        snapshot = model.Snapshot(dict(self.connectors), dict(self.members), self.settings)
-        plan = assignor.plan(snapshot, self.state, now_ms=self.now_ms)
+        plan = self.plan()
         self.state = plan.state
         newly = {
             member: part.assigned.difference(self.members[member].owned)

@@ -9,10 +9,15 @@ import pytest
 
 from kooper import cli
 from kooper.control import replay
+from kooper.core import defaults
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 KIP415 = sorted((SCENARIOS / "kip415").glob("*.json"))
 KOOPER = sorted((SCENARIOS / "kooper").glob("*.json"))
+GOLDEN = sorted(SCENARIOS.glob("*/*.json"))
+"""Every golden scenario: KIP-415's tables, their kooper siblings, Kafka's replayed cases."""
+SETTINGS = ("policy", "protocol", "max_delay_ms", "max_moves_per_round")
+"""The group settings a round depends on; a golden states each, so no default decides it."""
 
 
 def test_every_kip415_table_has_a_scenario_file():
@@ -38,6 +43,24 @@ def test_scenario_replays_exactly_as_its_table_says(path: Path):
 @pytest.mark.parametrize("path", KIP415 + KOOPER, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_replay_check_command_exits_zero_on_golden_scenarios(path: Path, capsys):
     assert cli.main(["replay", str(path), "--check"]) == 0
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden_scenario_states_every_setting_it_depends_on(path: Path):
+    scenario = json.loads(path.read_text())
+    assert [s for s in SETTINGS if s not in scenario] == []
+
+
+@pytest.mark.parametrize("policy_default", [None, 1, "25%"], ids=["none", "1", "25%"])
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_golden_scenario_replays_the_same_whatever_the_pacing_defaults(
+    path: Path, policy_default, monkeypatch: pytest.MonkeyPatch
+):
+    # Issue 23: tasks_duplicated and worker_joins used to pass only because of kip415's
+    # default; a golden pins its rounds whatever defaults.py says.
+    monkeypatch.setattr(defaults, "BALANCING_MAX_MOVES_BY_POLICY",
+                        {"kooper": policy_default, "kip415": policy_default})
+    assert replay.check(replay.replay(json.loads(path.read_text()))) == []
 
 
 def _run(name: str, policy: str) -> replay.Replay:
@@ -94,6 +117,8 @@ def test_malformed_scenario_gets_one_clear_line_and_exit_1(tmp_path: Path):
         ({"rounds": [{"before": [{"type": "worker_leave", "worker": "W9"}]}]}, "not a member"),
         ({"workers": {"W1": {"tasks": ["nodash"]}}, "rounds": [{}]}, "is not a task id"),
         ({"rounds": [{"expect": {}, "typo": 1}]}, "round 1: unknown field 'typo'"),
+        ({"max_moves_per_round": "0%", "rounds": [{}]}, "max_moves_per_round: a count"),
+        ({"max_moves_per_round": 0, "rounds": [{}]}, "max_moves_per_round: a count"),
     ],
 )
 def test_scenario_errors_name_the_field_and_round(document, message):

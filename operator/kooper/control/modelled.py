@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kooper.control import views
-from kooper.core import defaults, ids, model
+from kooper.core import ids, model
 from kooper.protocol import messages
 
 NAMESPACE = "default"
@@ -24,14 +24,15 @@ FOREVER_S = 10**9
 """A modelled Lease's duration: it expires only when its member departs."""
 
 
-def group(name: str, settings: model.Settings, *, status: Mapping[str, Any] | None = None
-          ) -> views.GroupView:
-    """The WorkerGroup ``name``, selecting pods labelled with it."""
+def group(name: str, settings: model.Settings, *, status: Mapping[str, Any] | None = None,
+          max_moves_per_round: int | str | None = None) -> views.GroupView:
+    """The WorkerGroup ``name``, selecting pods labelled with it; ``max_moves_per_round``
+    is its ``spec.balancing.maxMovesPerRound`` (``None``: unset, the policy's default)."""
     return views.GroupView(
         namespace=NAMESPACE, name=name, uid=f"uid-{name}", generation=1, resource_version="",
         selector=views.Selector(((views.GROUP_LABEL, name),)), settings=settings,
         lease_duration_s=FOREVER_S, clock_skew_s=0, status=dict(status or {}),
-        max_moves_per_round=defaults.BALANCING_MAX_MOVES_BY_POLICY[str(settings.policy)])
+        max_moves_per_round=max_moves_per_round)
 
 
 def connectors(name: str, counts: Mapping[str, int]) -> list[views.ConnectorView]:

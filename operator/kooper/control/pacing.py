@@ -5,7 +5,9 @@ another a round later; meanwhile it runs nowhere. A scale-out from 2 to 20 membe
 with 1,000 tasks would revoke 900 of them in one round, pausing 90% of the work at
 once. The cap bounds that, like a Deployment's ``maxUnavailable``: a number of
 resources, or a percentage of the group's configured resources (instances and
-tasks), rounded up. The default is ``25%``.
+tasks), rounded up. Unset, the policy decides (``defaults.BALANCING_MAX_MOVES_BY_POLICY``,
+the one place that says so): ``25%`` under ``kooper``; no limit under ``kip415``, since
+Kafka Connect's assignor does not pace and ``kip415`` must revoke and delay as it does.
 
 ``pace`` runs on the assignor's plan inside the step. When the plan revokes more
 resources *for balance* than the cap allows, it keeps that many revocations (taken
@@ -68,22 +70,30 @@ class Pacing:
         return max(0, self.wanted - self.limit) if self.limit else 0
 
 
-def cap(limit: Limit, resources: int) -> int:
-    """The cap in resources for a group of ``resources``: a percentage rounds up; >= 1."""
+def cap(limit: Limit | None, resources: int) -> int:
+    """The cap in resources for a group of ``resources``: a percentage rounds up; >= 1.
+
+    ``None`` (no pacing) caps nothing: every resource may move.
+    """
+    if limit is None:
+        return max(1, resources)
     if isinstance(limit, str):
         return max(1, math.ceil(int(limit[:-1]) * resources / 100))
     return max(1, limit)
 
 
 def pace(plan: model.Plan, previous: model.PlanState, snapshot: model.Snapshot, *,
-         configured: model.ConnectorsAndTasks, limit: Limit,
+         configured: model.ConnectorsAndTasks, limit: Limit | None,
          exempt: Collection[str] = frozenset(), pending: int = 0
          ) -> tuple[model.Plan, Pacing]:
     """``plan`` with at most ``limit`` balancing revocations, and what was held back.
 
-    ``pending`` is what the last round left (``Pacing.pending``): kept while no round
-    revokes for balance and the revocation backoff is still counting.
+    ``limit`` ``None`` is no pacing: the plan as the assignor made it. ``pending`` is
+    what the last round left (``Pacing.pending``): kept while no round revokes for
+    balance and the revocation backoff is still counting.
     """
+    if limit is None:
+        return plan, Pacing()
     wanted = _balancing(plan, previous, snapshot, configured, exempt)
     count = sum(len(r) for r in wanted.values())
     if not count:
@@ -218,7 +228,7 @@ def _restored(plan: model.Plan, previous: model.PlanState, snapshot: model.Snaps
                                   revoking=revoking))
 
 
-def paced_event(pacing: Pacing, limit: Limit) -> tuple[events.Event, ...]:
+def paced_event(pacing: Pacing, limit: Limit | None) -> tuple[events.Event, ...]:
     """``BalancingPaced`` when this round held balancing moves back."""
     if not pacing.deferred:
         return ()

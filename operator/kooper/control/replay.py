@@ -15,7 +15,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kooper.control import modelled
+from kooper.control import modelled, views
 from kooper.control import step as control
 from kooper.core import assignor, defaults, errors, ids, model
 
@@ -128,6 +128,8 @@ class _Group:
     connectors: dict[str, int]
     members: dict[ids.WorkerId, model.Member]
     memory: control.Memory
+    max_moves_per_round: int | str | None = None
+    """``spec.balancing.maxMovesPerRound`` (``None``: unset, the policy's default)."""
     permanent: set[ids.WorkerId] = dataclasses.field(default_factory=set)
     now_ms: int = 0
     incarnations: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -206,7 +208,9 @@ def _settle(group: _Group, plan: model.Plan) -> None:
 def _step(group: _Group) -> model.Plan:
     """One controller step over the scenario's group; every round plans."""
     pods, leases = modelled.Members(_NAME).views(group.members)
-    inputs = control.Inputs(group=modelled.group(_NAME, group.settings), pods=pods,
+    inputs = control.Inputs(group=modelled.group(_NAME, group.settings,
+                                                 max_moves_per_round=group.max_moves_per_round),
+                            pods=pods,
                             leases=leases, connectors=modelled.connectors(_NAME, group.connectors),
                             gone_means_stopped=True)  # Kafka's members stop as they leave
     memory = dataclasses.replace(group.memory, last_key=None)  # a round always plans
@@ -225,8 +229,8 @@ _NAME = "replay"
 def replay(scenario: Mapping[str, Any]) -> Replay:
     """Run a scenario; raise ``ScenarioError`` naming the first bad field."""
     body = _expect_type(scenario, dict, "scenario")
-    known = {"policy", "protocol", "max_delay_ms", "connectors", "workers", "rounds", "name",
-             "description"}
+    known = {"policy", "protocol", "max_delay_ms", "max_moves_per_round", "connectors",
+             "workers", "rounds", "name", "description"}
     unknown = set(body) - known
     if unknown:
         raise ScenarioError(f"unknown top-level field {sorted(unknown)[0]!r}")
@@ -240,7 +244,14 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
         _expect_type(name, str, "connectors"): _int(count, f"connectors.{name}")
         for name, count in _expect_type(body.get("connectors", {}), dict, "connectors").items()
     }
-    group = _Group(settings, connectors, {}, control.Memory(state=model.PlanState(forgotten=True)))
+    max_moves = None
+    if "max_moves_per_round" in body:
+        max_moves = views.parse_max_moves(body["max_moves_per_round"])
+        if max_moves is None:
+            raise ScenarioError("max_moves_per_round: a count of at least 1 or a percentage "
+                                f"from 1% to 100%, got {body['max_moves_per_round']!r}")
+    group = _Group(settings, connectors, {}, control.Memory(state=model.PlanState(forgotten=True)),
+                   max_moves_per_round=max_moves)
     for worker, spec in _expect_type(body.get("workers", {}), dict, "workers").items():
         spec_body = _expect_type(spec, dict, f"workers.{worker}")
         protocols = (

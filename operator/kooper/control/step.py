@@ -343,7 +343,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     plan = assignor.plan(snap, planning, now_ms=now_ms, configured=configured,
                          cache=caches.assignor)
     plan, paced = pacing.pace(plan, previous, snap, configured=configured,
-                              limit=group.max_moves_per_round, pending=memory.paced,
+                              limit=group.balancing_limit, pending=memory.paced,
                               exempt={member for member, _ in seen})
     if foreign:  # after pacing: these members must be rewritten whatever pacing left
         plan = claims.revoke_foreign(plan, foreign, done=memory.revoked_claims)
@@ -437,7 +437,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
     facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=d.now_ms,
                               pods_matched=len(d.found.pods), problems=problems,
                               pending=pending, paced=d.paced.pending,
-                              max_moves=pacing.cap(group.max_moves_per_round,
+                              max_moves=pacing.cap(group.balancing_limit,
                                                    len(d.snap.connectors)
                                                    + sum(d.snap.connectors.values())))
     gone = tuple(sorted((set(inputs.configmaps) | memory.configmaps) - set(plan.members)))
@@ -520,7 +520,7 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         status=written,
         deletes=tuple(ids.WorkerId(m) for m in gone),
         events=(*d.early_events, *judged.events, *rails.hold_events(d.hold, memory.held, fraction),
-                *pacing.paced_event(d.paced, group.max_moves_per_round),
+                *pacing.paced_event(d.paced, group.balancing_limit),
                 *out.events, *(
             events.Event("ConnectorRejected", why, warning=True, connector=name)
             for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected)),

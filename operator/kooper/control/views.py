@@ -145,11 +145,21 @@ class GroupView:
     """``spec.rails.maxDepartedFraction`` (``control.rails``)."""
     release_hold: str = ""
     """The ``kooper.dev/release-hold`` annotation (``control.rails``)."""
-    max_moves_per_round: int | str = defaults.BALANCING_MAX_MOVES_PER_ROUND
-    """``spec.balancing.maxMovesPerRound`` (``control.pacing``): a count or ``"25%"``; unset,
-    the policy's default (``kip415``: ``"100%"``, no pacing, as Kafka Connect)."""
+    max_moves_per_round: int | str | None = None
+    """``spec.balancing.maxMovesPerRound`` as written (``control.pacing``): a count or
+    ``"25%"``; ``None`` when unset (or not valid): ``balancing_limit`` is then the
+    policy's default."""
     invalid: str = ""
     """Why the spec cannot be acted on (``""``: it can); the group then fails alone."""
+
+    @property
+    def balancing_limit(self) -> int | str | None:
+        """The pacing limit in force (``None``: no pacing): the spec's, else the policy's
+        (``defaults.BALANCING_MAX_MOVES_BY_POLICY``: ``25%`` under ``kooper``, none under
+        ``kip415``, as Kafka Connect)."""
+        if self.max_moves_per_round is not None:
+            return self.max_moves_per_round
+        return defaults.BALANCING_MAX_MOVES_BY_POLICY[str(self.settings.policy)]
 
 
 def parse_group(body: Mapping[str, Any]) -> GroupView:
@@ -178,9 +188,9 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         max_departed_fraction=_fraction((spec.get("rails") or {}).get("maxDepartedFraction")
                                         if isinstance(spec.get("rails"), Mapping) else None),
         release_hold=str((meta.get("annotations") or {}).get("kooper.dev/release-hold", "")),
-        max_moves_per_round=_moves((spec.get("balancing") or {}).get("maxMovesPerRound")
-                                   if isinstance(spec.get("balancing"), Mapping) else None,
-                                   defaults.BALANCING_MAX_MOVES_BY_POLICY[str(settings.policy)]),
+        max_moves_per_round=parse_max_moves((spec.get("balancing") or {}).get("maxMovesPerRound")
+                                            if isinstance(spec.get("balancing"), Mapping)
+                                            else None),
         status=dict(body.get("status") or {}),
         invalid=invalid,
     )
@@ -389,13 +399,14 @@ def _fraction(value: object) -> float:
     return defaults.RAILS_MAX_DEPARTED_FRACTION
 
 
-def _moves(value: object, default: int | str) -> int | str:
-    """A valid ``maxMovesPerRound`` (a count >= 1, or "1%".."100%"); else the policy's default."""
+def parse_max_moves(value: object) -> int | str | None:
+    """A valid ``maxMovesPerRound`` (a count >= 1, or "1%".."100%"), as the CRD admits it;
+    ``None`` for anything else (unset: the policy's default applies)."""
     if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit() \
             and 1 <= int(value[:-1]) <= 100:
         return value
     count = _int(value, 0)
-    return count if count >= 1 else default
+    return count if count >= 1 else None
 
 
 def _int(value: object, default: int) -> int:

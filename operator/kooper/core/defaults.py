@@ -4,6 +4,8 @@ The CRDs (``crds/*.yaml``, copied into the chart) write the same values as their
 ``default:``s; ``tests/control/test_defaults.py`` fails when the two drift.
 """
 
+from collections.abc import Mapping
+
 SCHEDULED_REBALANCE_MAX_DELAY = "300s"
 """``spec.scheduledRebalanceMaxDelay`` as the CRD writes it (KIP-415's default)."""
 SCHEDULED_REBALANCE_MAX_DELAY_MS = 300_000
@@ -38,6 +40,13 @@ BALANCING_MAX_MOVES_PER_ROUND = "25%"
 """``WorkerGroup.spec.balancing.maxMovesPerRound`` under policy ``kooper``: at most this many
 resources revoked for balance in one round, a count or a percentage of the group's
 resources (``control.pacing``)."""
-BALANCING_MAX_MOVES_BY_POLICY = {"kooper": BALANCING_MAX_MOVES_PER_ROUND, "kip415": "100%"}
-"""The default by policy: ``kip415`` does not pace, as Kafka Connect's assignor does not
-(its revocations and delays then match Connect's round for round)."""
+BALANCING_MAX_MOVES_BY_POLICY: Mapping[str, int | str | None] = {
+    "kooper": BALANCING_MAX_MOVES_PER_ROUND,
+    "kip415": None,
+}
+"""``spec.balancing.maxMovesPerRound`` when the spec leaves it unset, by policy; the only
+place that says so (``control.views.GroupView.balancing_limit`` reads it). ``None``: no
+pacing. ``kip415`` does not pace, as Kafka Connect's ``IncrementalCooperativeAssignor``
+does not: its rounds then revoke and delay as Connect's do, round for round
+(``tests/core/test_kafka_step.py``). The CRD stores no default, since it depends on the
+policy."""
