@@ -1,0 +1,88 @@
+"""The assignor at scale, an older commit and this tree side by side in one run.
+
+    .venv/bin/python benchmarks/bench_assignor_vs.py [--base 7127ad7] [--repeat 3] [-- ARGS]
+
+Runs this tree's ``bench_assignor.py`` (``ARGS`` passed on; default 1,000 members x
+100,000 tasks) on the assignor of ``--base`` (``git archive`` of its ``operator/`` into a
+temporary directory) and on this tree's, in turn (base, this, base, ...), and prints one
+table: per round, the median warm and cached ms of each, and this tree's over the base's.
+A ratio above 1 is slower than the base. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks" / "bench_assignor.py"
+ROW = re.compile(r"^(?P<name>\S.*?)\s+(?P<cold>[\d.]+)\s+(?P<warm>[\d.]+)\s+(?P<cached>[\d.]+)"
+                 r"\s+(?P<moved>\d+)\s+(?P<minimum>\d+)$")
+
+Rows = dict[str, tuple[float, float]]
+"""round → (warm ms, cached ms)."""
+
+
+def parse(text: str) -> Rows:
+    """Each round's (warm, cached) ms from one ``bench_assignor.py`` output."""
+    return {m["name"]: (float(m["warm"]), float(m["cached"]))
+            for m in map(ROW.match, text.splitlines()) if m}
+
+
+def run(tree: pathlib.Path, args: list[str]) -> Rows:
+    env = {**os.environ, "PYTHONPATH": str(tree / "operator")}
+    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True,
+                          text=True, check=False)
+    sys.stderr.write(done.stdout)
+    if done.returncode:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"bench_assignor.py on {tree} failed ({done.returncode})")
+    return parse(done.stdout)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--base", default="7127ad7", help="the older commit (default 7127ad7)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tree")
+    parser.add_argument("args", nargs="*", help="bench_assignor.py's arguments (after --)")
+    options = parser.parse_args()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    results: dict[str, list[Rows]] = {"base": [], "this": []}
+    with tempfile.TemporaryDirectory(prefix="kooper-base-") as tmp:
+        base = pathlib.Path(tmp)
+        archive = base / "operator.tar"
+        subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), options.base,
+                        "operator"], check=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(base, filter="data")
+        for index in range(options.repeat):
+            for name, tree in (("base", base), ("this", ROOT)):
+                print(f"run {index + 1}/{options.repeat}: {name} ({tree})", file=sys.stderr,
+                      flush=True)
+                results[name].append(run(tree, options.args))
+    rounds = list(results["this"][0])
+    print(f"bench_assignor.py {' '.join(options.args)}; base {options.base}, this {head} "
+          f"(working tree); median of {options.repeat} run(s) each, ms\n")
+    print(f"| round | {options.base} warm | {head} warm | ratio | {options.base} cached | "
+          f"{head} cached | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name in rounds:
+        cells = []
+        for column in (0, 1):
+            base_ms = statistics.median(r[name][column] for r in results["base"] if name in r)
+            this_ms = statistics.median(r[name][column] for r in results["this"] if name in r)
+            cells.append(f"{base_ms:.1f} | {this_ms:.1f} | {this_ms / base_ms:.2f}")
+        print(f"| {name} | {' | '.join(cells)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
