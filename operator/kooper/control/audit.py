@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kooper.control import events as events_
-from kooper.core import events, ids, model
+from kooper.core import delays, events, ids, model
 
 departed = events_.departed
 """Members that held an assignment last round and are gone (or restarted) now."""
@@ -100,9 +100,8 @@ def rows(
         judged = None if snapshot is None else (
             "planned" if member in snapshot.departed_permanently
             else "unplanned" if member in left else "fenced")
-        grace = 0 if snapshot is None else snapshot.settings.max_delay_ms if (
-            snapshot.grace_ms is None or snapshot.settings.policy is not model.Policy.KOOPER
-        ) else snapshot.grace_ms
+        grace = 0 if snapshot is None else delays.effective_grace_ms(
+            snapshot.settings.policy, snapshot.settings.max_delay_ms, snapshot.grace_ms)
         # What it held: its assignment, and what it was still being told to stop (the
         # assignor counts that lost too: nobody else was given it yet).
         held = previous.assignments[member]

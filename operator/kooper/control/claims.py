@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 
-from kooper.control import events, snapshot, status
+from kooper.control import events, reissue, snapshot, status
 from kooper.control.inputs import Caches
 from kooper.core import ids, model
 
@@ -160,22 +160,11 @@ def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Pl
            if m in plan.members and r.difference(done.get(m, model.EMPTY))}
     if not due:
         return plan
-    # Members the plan rewrites anyway keep its generation; the rest need a newer one,
-    # or the session would ignore a document no newer than the one it applied.
-    rewrite = [m for m in due if m not in plan.changed]
-    generation = plan.state.generation + 1 if rewrite else plan.state.generation
-    members = dict(plan.members)
-    assigned_at = dict(plan.state.assigned_at)
-    for member in due:
-        part = members[member]
-        gen = generation if member in rewrite else part.generation
-        # The claims are not listed as revoked: a document's revoked set is restored as
-        # work the member may still hold (``state.restore``), which a forged claim is not.
-        members[member] = model.MemberPlan(part.assigned, part.revoked, gen)
-        assigned_at[member] = gen
-    return dataclasses.replace(
-        plan, members=members, changed=plan.changed | frozenset(due),
-        state=dataclasses.replace(plan.state, generation=generation, assigned_at=assigned_at))
+    # A full replacement, not a revocation: a document's revoked set is restored as work
+    # the member may still hold (``state.restore``), which a forged claim is not. Members
+    # the plan rewrites anyway keep its generation; the rest get a newer one, or the
+    # session would ignore a document no newer than the one it applied.
+    return reissue.reissue(plan, due)
 
 
 def problems(out: events.Recorder, *, found: snapshot.Members, claims: Claims,

@@ -88,7 +88,7 @@ from kooper.control.outputs import (
     WriteConfigMap,
     WriteStatus,
 )
-from kooper.core import assignor, ids, model
+from kooper.core import assignor, delays, ids, model
 from kooper.protocol import messages
 
 __all__ = ["Caches", "Connectors", "DeleteConfigMap", "GroupStatus", "Inputs", "Memory",
@@ -527,7 +527,8 @@ def _finish(d: _Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> 
         metrics=Metrics(bad_input=(*d.bad_input, *out.bad_input),
                         ignored_leases=sum(1 for i in d.found.issues
                                            if i.reason == "LeaseIdentityMismatch"),
-                        grace_ms=choice.grace_ms if kooper else max(0, conf.max_delay_ms),
+                        grace_ms=delays.effective_grace_ms(conf.policy, conf.max_delay_ms,
+                                                          choice.grace_ms),
                         connector_restarts=len(restarted), failed_resources=len(failing),
                         balancing_deferred=d.paced.deferred,
                         balancing_pending=d.paced.pending,

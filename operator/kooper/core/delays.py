@@ -48,6 +48,17 @@ class Resolution:
     work); the other origins keep waiting."""
 
 
+def effective_grace_ms(policy: model.Policy, max_delay_ms: int, grace_ms: int | None) -> int:
+    """How long the work of a member departing this round waits: under ``kooper`` the
+    grace ``control.adaptive`` chose (``Snapshot.grace_ms``; None: the whole delay), kept
+    within 0 and ``max_delay_ms``; under ``kip415`` the configured delay. The one place
+    this is decided: the delay, the audit rows and the metric all read it here."""
+    limit = max(0, max_delay_ms)
+    if grace_ms is None or policy is not model.Policy.KOOPER:
+        return limit
+    return max(0, min(grace_ms, limit))
+
+
 def resolve(
     *,
     lost: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
@@ -71,7 +82,7 @@ def resolve(
     if policy is model.Policy.KIP415:
         return _kip415(lost, previous, bool(departed), max_delay_ms=max_delay_ms,
                        now_ms=now_ms, live=live, empty_members=empty_members)
-    grace = max_delay_ms if grace_ms is None else max(0, min(grace_ms, max_delay_ms))
+    grace = effective_grace_ms(policy, max_delay_ms, grace_ms)
     known = previous.departures if previous is not None else {}
     deadlines: dict[ids.WorkerId, int] = {}
     for origin in lost:

@@ -22,7 +22,7 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics import MetricWrapperBase
 
 import kooper
-from kooper.core import model
+from kooper.core import delays, model
 
 GROUP_LABELS = ("namespace", "workergroup")
 """The labels of every per-group metric, in this order."""
@@ -180,9 +180,9 @@ def observe_round(
     DELAY_DEADLINE.labels(group).set(wall + (delay.deadline_ms - now_ms) / 1000 if delay else 0)
     LAST_ROUND.labels(group).set(wall)
     if grace_ms is None:
-        grace_ms = snapshot.grace_ms if snapshot.grace_ms is not None \
-            else snapshot.settings.max_delay_ms
-    GRACE.labels(group).set(max(0, grace_ms) / 1000)
+        grace_ms = delays.effective_grace_ms(snapshot.settings.policy,
+                                             snapshot.settings.max_delay_ms, snapshot.grace_ms)
+    GRACE.labels(group).set(grace_ms / 1000)
 
 
 def forget_group(group: str) -> None:
