@@ -2,10 +2,10 @@
 
 A round gathers the ``control.step.Inputs`` (the kopf index views, plus the reads a
 decision needs: the owners of departed pods, and a fresh read of ConfigMaps that
-look edited), calls the pure ``control.step.step``, and executes the ``Step`` in
-its order (``writes.Writer``): ConfigMaps, then the WorkerGroup status, then the
-deletions; then Events, the audit log, metrics and the Connector statuses. The
-order is what makes an operator restart at any moment safe (see ``control.state``).
+look edited), calls the pure ``control.step.step``, and makes the ``Step``'s writes in
+the order ``Step.writes`` states (``writes.Writer``); then Events, the audit log,
+metrics and the Connector statuses. The order is what makes an operator restart at
+any moment safe (see ``control.step`` and ``control.state``).
 
 Events are coalesced: handlers only ``poke`` the runner, which waits for a short
 debounce and then plans once for everything that happened meanwhile. The delay
@@ -324,19 +324,10 @@ class GroupRunner:
                 await self._refused(group, decided)
             return None
         t_write = time.perf_counter()
-        # Step.writes' order: epochs a restart read from ConfigMaps are persisted first,
-        # then departed members' documents go (see control.step).
-        if decided.epochs_first is not None:
-            await self.writer.group_status(group, decided.epochs_first)
-        deleted = await self.writer.delete(decided.deletes)
-        failed = await self.writer.configmaps(decided.configmap_writes, group_uid=group.uid)
-        decided = decided.failed(failed, retry_ms=int(self.ctx.retry_s * 1000))
+        decided, deleted, failed, t_status = await self._execute(group, decided)
         latency = (time.monotonic() - burst_started) if burst_started is not None else None
         if decided.configmap_writes and latency is not None:
             metrics.LATENCY.labels(self.key).observe(latency)
-        t_status = time.perf_counter()
-        assert decided.status is not None
-        await self.writer.group_status(group, decided.status)
         t_done = time.perf_counter()
         self.memory = decided.memory
         self.wake_at_ms = decided.wake_at_ms
@@ -357,6 +348,35 @@ class GroupRunner:
         self._warm(decided, now_ms)
         del self.results[:-100]
         return result
+
+    async def _execute(self, group: views.GroupView, decided: control.Step
+                       ) -> tuple[control.Step, int, frozenset[ids.WorkerId], float]:
+        """Make the step's writes in ``Step.phases()`` order (the one place it is stated),
+        a phase's writes in parallel. Returns the step as the ConfigMap writes left it
+        (``Step.failed``: the final status then says which failed), how many ConfigMaps
+        were deleted, which writes failed, and when the final status write began."""
+        original = decided
+        deleted, failed, t_status = 0, frozenset[ids.WorkerId](), time.perf_counter()
+        for phase in original.phases():
+            first = phase[0]
+            if isinstance(first, control.DeleteConfigMap):
+                deleted = await self.writer.delete(
+                    w.member for w in phase if isinstance(w, control.DeleteConfigMap))
+            elif isinstance(first, control.WriteConfigMap):
+                failed = await self.writer.configmaps(
+                    [w.assignment for w in phase if isinstance(w, control.WriteConfigMap)],
+                    group_uid=group.uid)
+                decided = decided.failed(failed, retry_ms=int(self.ctx.retry_s * 1000))
+            else:
+                for write in phase:
+                    assert isinstance(write, control.WriteStatus)
+                    final = write.status is original.status
+                    if final:
+                        t_status = time.perf_counter()
+                    assert decided.status is not None
+                    await self.writer.group_status(group, decided.status if final
+                                                   else write.status)
+        return decided, deleted, failed, t_status
 
     def after(self, group: views.GroupView, decided: control.Step, *, compute_s: float,
               now_ms: int) -> None:

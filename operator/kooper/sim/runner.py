@@ -5,8 +5,8 @@ run is a pure function of its ``Config``, ``Scenario`` and seed.
 
 The operator runs the real controller step (``control.step``, the same one the
 kopf operator and ``kooper replay`` run), debounced, after a report, a departure or
-a config change, and at ``plan.next_round_at_ms``; it executes the step's writes
-in order (ConfigMaps, the persisted WorkerGroup state, deletions). An operator
+a config change, and at ``plan.next_round_at_ms``; it makes the step's writes in
+the order ``Step.writes`` states, as the operator does. An operator
 restart restores from what was persisted, exactly as the operator does.
 
 A member applies its newest document after the propagation latency the way
@@ -842,7 +842,7 @@ class Sim:
         return self.rng.randint(0, count - 1)  # never the status: it is the last write
 
     def _execute(self, write: control.Write) -> None:
-        """One write of a step, in its order (deletes, ConfigMaps, the status)."""
+        """One write of a step (``Step.writes`` gives the order)."""
         if isinstance(write, control.DeleteConfigMap):
             self.written.pop(write.member, None)
         elif isinstance(write, control.WriteConfigMap):
