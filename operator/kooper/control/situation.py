@@ -1,0 +1,67 @@
+"""Stage 2 of a step: the situation the assignor plans from (pure).
+
+What the Connectors want (and which restarts they ask for), which resources failed
+(``control.failures``), whether reassignment is held (``control.rails``), which
+members run an outdated revision (``control.rollout``), the ``model.Snapshot`` built
+from all of it, and the claims members make on other members' work, which are left
+out of it (``control.claims``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kooper.control import claims, epochs, failures, rails, restarts, rollout, snapshot
+from kooper.control.decision import Observation, Situation
+from kooper.control.inputs import Caches, Inputs, Memory
+from kooper.core import ids
+
+
+def situation(inputs: Inputs, memory: Memory, seen: Observation, *, now_ms: int,
+              caches: Caches) -> Situation:
+    """The round's snapshot and what it was built from (see the module docstring)."""
+    group, previous, found = inputs.group, memory.state, seen.found
+    wanted = caches.connectors_of(inputs.connectors)
+    asked = restarts.requested(inputs.connectors, done=memory.restarts_done,
+                               pending=memory.restarts_pending, counts=wanted.counts)
+    restarting = {r for _, rs in asked.values() for r in rs}
+    judged = failures.judge(
+        connectors=inputs.connectors, reports=found.reports, held=previous.assignments,
+        book=memory.failures if memory.failures is not None
+        else failures.restore(inputs.connectors),
+        task_restarts=memory.task_restarts if memory.task_restarts is not None
+        else failures.restored_task_restarts(inputs.connectors),
+        restarting=restarting, now_ms=now_ms)
+    hold = rails.judge(previous, found.members, fraction=group.max_departed_fraction,
+                       override=group.release_hold, acted_on=memory.hold_released)
+    revisions = rollout.judge(found.pods, found.members, inputs.rollouts)
+    snap = snapshot.build(group, connectors=inputs.connectors, members=found.members,
+                          outdated=revisions.outdated, updated=revisions.updated,
+                          rolling=revisions.rolling,
+                          departed_permanently=(ids.WorkerId(m) for m, p in
+                                                seen.permanent.items() if p and not hold.held),
+                          restarts=(*restarting, *judged.due, *judged.manual),
+                          counts=wanted.counts)
+    configured = caches.configured_of(snap)
+    unknown = claims.unknown(found.members, given=memory.given, configured=configured,
+                             caches=caches)
+    seen_members, foreign = claims.foreign(unknown, members=found.members,
+                                           assigned=previous.assignments,
+                                           lost=previous.lost,
+                                           forgotten=previous.forgotten,
+                                           assigned_at=previous.assigned_at,
+                                           documented=claims.documented(
+                                               found.members, memory.given,
+                                               every=memory.documents is not None),
+                                           untrue=claims.false(
+                                               found.members, assigned=previous.assignments,
+                                               assigned_at=previous.assigned_at,
+                                               configured=configured))
+    if foreign:
+        snap = dataclasses.replace(snap, members=seen_members)
+    if previous.forgotten and memory.documents is not None:
+        adopted = epochs.unissued(snap.members, memory.documents)
+        if adopted:
+            snap = dataclasses.replace(snap, restarts=snap.restarts | adopted)
+    return Situation(wanted=wanted, restarts=asked, judged=judged, hold=hold, snap=snap,
+                     configured=configured, unknown=unknown, foreign=foreign)
