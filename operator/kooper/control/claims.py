@@ -15,7 +15,7 @@ the reporter before anyone else gets it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from kooper.control import events, reissue, snapshot, status
 from kooper.control.inputs import Caches
@@ -89,68 +89,89 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
     return result
 
 
-def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
-            assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
-            lost: Mapping[ids.WorkerId, model.ConnectorsAndTasks] | None = None,
-            forgotten: bool = False,
-            assigned_at: Mapping[ids.WorkerId, int] | None = None,
-            documented: Collection[ids.WorkerId] = (), untrue: Claims | None = None
-            ) -> tuple[dict[ids.WorkerId, model.Member], Claims]:
-    """The members as the assignor should see them, and each member's foreign claims.
+@dataclasses.dataclass(frozen=True, slots=True)
+class Facts:
+    """What the verdict on one claim (a member reporting a resource) depends on."""
 
-    A claim is foreign when the previous round assigned the resource to another member
-    that is still a member (reporting), or when it is work lost by a departed member
-    (``lost``, or assigned last round to a member gone now): the reporter's report
-    loses it. Lost work waits for its member's grace; a claim on it must not end that
-    wait by holding it and then letting it go. After a
-    KIP-415 leader forgot the assignments (``forgotten``: it adopts what members
-    report), every unknown claim is foreign: the ConfigMaps say what each member was
-    given, and a claim beyond that must not become the claimant's assignment. So is
-    every unknown claim in a report that acknowledges the member's latest document
-    (``assigned_at``): an SDK worker reports a generation only once it stopped all that
-    document does not assign, so such a claim is false, and waiting for it to be
-    let go would wait forever. Only a member outside ``documented`` (a leader that read
-    no ConfigMaps at all: ``kooper replay``) has no ConfigMap to contradict it: what
-    it reports is adopted, as KIP-415's leader does.
-    ``untrue`` (``false``) claims are stripped like unknown claims in an acknowledging
-    report.
-    """
-    if untrue:
-        merged = dict(claims)
-        for member_id, resources in untrue.items():
-            merged[member_id] = merged.get(member_id, model.EMPTY).union(resources)
-        claims = merged
+    forgotten: bool
+    """The leader forgot the assignments (a new KIP-415 leader adopts what members report)."""
+    documented: bool
+    """The claimant has a ConfigMap of its incarnation (a leader that read none:
+    ``kooper replay``)."""
+    acknowledges: bool
+    """Its report is at or past its latest document, which does not assign the resource
+    (an SDK worker reports a generation only once it stopped all that document does
+    not assign: the claim is false, and waiting for it to be let go would wait forever)."""
+    elsewhere: bool
+    """The previous round assigned the resource to another member, or another member
+    lost it (departed: its work waits for its grace, and a claim must not end that wait
+    by holding it and then letting it go)."""
+
+
+VERDICTS: tuple[tuple[str, Callable[[Facts], bool], bool], ...] = (
+    # (why, when, foreign?): the first row whose ``when`` holds decides.
+    ("the ConfigMaps say what each member was given; a claim beyond it is not adopted",
+     lambda f: f.forgotten and f.documented, True),
+    ("no ConfigMap contradicts it: adopted, as KIP-415's leader does",
+     lambda f: f.forgotten, False),
+    ("its report acknowledges a document that does not assign it: false",
+     lambda f: f.acknowledges, True),
+    ("another member holds it, or lost it", lambda f: f.elsewhere, True),
+    ("nobody else holds it: the reporter holds it (the round revokes it first)",
+     lambda f: True, False),
+)
+"""How a claim on work no document gave the claimant is judged, in order."""
+
+
+def verdict(facts: Facts) -> bool:
+    """Whether a claim with these facts is foreign (left out of the snapshot)."""
+    return next(foreign for _, when, foreign in VERDICTS if when(facts))
+
+
+def foreign(claims: Claims, *, members: Mapping[ids.WorkerId, model.Member],
+            previous: model.PlanState, documented: Collection[ids.WorkerId]
+            ) -> tuple[dict[ids.WorkerId, model.Member], Claims]:
+    """The members as the assignor should see them, and each member's foreign claims
+    (``VERDICTS``; ``claims``: ``unknown`` and ``false`` claims together)."""
     if not claims:
         return dict(members), {}
-    if forgotten:
-        seen = dict(members)
-        stripped = {m: r for m, r in claims.items() if m in documented}
-        for member_id, resources in stripped.items():
-            seen[member_id] = dataclasses.replace(
-                members[member_id], owned=members[member_id].owned.difference(resources))
-        return seen, stripped
     theirs: dict[str, ids.WorkerId] = {}
-    for owner, resources in (*(lost or {}).items(), *assigned.items()):
-        for resource in (*resources.connectors, *resources.tasks):
-            theirs[resource] = owner
+    if not previous.forgotten:
+        for owner, resources in (*previous.lost.items(), *previous.assignments.items()):
+            for resource in (*resources.connectors, *resources.tasks):
+                theirs[resource] = owner
     seen = dict(members)
     found: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
-    latest = assigned_at or {}
     for member_id, resources in sorted(claims.items()):
         reporter = members[member_id]
-        if reporter.generation >= latest.get(member_id, reporter.generation + 1):
-            found[member_id] = resources
-            seen[member_id] = dataclasses.replace(reporter,
-                                                  owned=reporter.owned.difference(resources))
-            continue
+        at = previous.assigned_at.get(member_id)
+        acknowledges = at is not None and reporter.generation >= at
+
+        def judged(resource: str, member_id: ids.WorkerId = member_id,
+                   acknowledges: bool = acknowledges) -> bool:
+            return verdict(Facts(
+                forgotten=previous.forgotten, documented=member_id in documented,
+                acknowledges=acknowledges,
+                elsewhere=theirs.get(resource, member_id) != member_id))
+
         taken = model.ConnectorsAndTasks(
-            frozenset(r for r in resources.connectors if theirs.get(r, member_id) != member_id),
-            frozenset(r for r in resources.tasks if theirs.get(r, member_id) != member_id))
+            frozenset(filter(judged, resources.connectors)),
+            frozenset(filter(judged, resources.tasks)))
         if taken:
             found[member_id] = taken
             seen[member_id] = dataclasses.replace(reporter,
                                                   owned=reporter.owned.difference(taken))
     return seen, found
+
+
+def merged(*claims: Claims) -> Claims:
+    """Several members' claims as one (a member in two: the union)."""
+    result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for each in claims:
+        for member_id, resources in each.items():
+            known = result.get(member_id)
+            result[member_id] = resources if known is None else known.union(resources)
+    return result
 
 
 def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Plan:

@@ -45,18 +45,12 @@ def situation(inputs: Inputs, memory: Memory, seen: Observation, *, now_ms: int,
     configured = caches.configured_of(snap)
     unknown = claims.unknown(found.members, given=memory.given, configured=configured,
                              caches=caches)
-    seen_members, foreign = claims.foreign(unknown, members=found.members,
-                                           assigned=previous.assignments,
-                                           lost=previous.lost,
-                                           forgotten=previous.forgotten,
-                                           assigned_at=previous.assigned_at,
-                                           documented=claims.documented(
-                                               found.members, memory.given,
-                                               every=memory.documents is not None),
-                                           untrue=claims.false(
-                                               found.members, assigned=previous.assignments,
-                                               assigned_at=previous.assigned_at,
-                                               configured=configured))
+    untrue = claims.false(found.members, assigned=previous.assignments,
+                          assigned_at=previous.assigned_at, configured=configured)
+    seen_members, foreign = claims.foreign(
+        claims.merged(unknown, untrue) if untrue else unknown, members=found.members,
+        previous=previous, documented=claims.documented(
+            found.members, memory.given, every=memory.documents is not None))
     if foreign:
         snap = dataclasses.replace(snap, members=seen_members)
     if previous.forgotten and memory.documents is not None:
