@@ -119,94 +119,32 @@ def judge(*, connectors: Sequence[views.ConnectorView],
     ``kooper.dev/restart`` of their connector restarts this round (their counts reset).
     """
     by_name = {c.name: c for c in connectors}
-    # Only members that report failures and resources with a record are looked at: a
-    # round of a healthy 100,000-task group costs nothing here.
-    failing: dict[str, tuple[ids.WorkerId, str, int, int]] = {}
-    """resource → (member, error, failure count, report generation)"""
-    for member, report in reports.items():
-        if not report.failed and not report.failure_counts:
-            continue
-        mine = held.get(member, model.EMPTY)
-        for resource in {*report.failed, *report.failure_counts}:
-            if resource in mine.connectors or resource in mine.tasks:
-                failing[resource] = (member, report.failed.get(resource, "failed"),
-                                     report.failure_counts.get(resource, 0), report.generation)
     out = events.Recorder(events.Reported())
     result: dict[str, Record] = {}
-    changed: set[str] = set()
     due: set[str] = set()
     failed_now: dict[str, list[str]] = {}
-    for resource, (member, error, count, generation) in sorted(failing.items()):
+    for resource, (member, error, count, generation) in sorted(
+            _failing(reports, held).items()):
         name = resource if resource in by_name and resource in held[
             ids.WorkerId(member)].connectors else ids.task_connector(resource)
         spec = by_name.get(name)
         if spec is None:
             continue
-        old = book.get(resource)
-        if old is not None and old.member != member:
-            old = None
-        if old is None:
-            new = True
-        elif old.restart_generation:
-            new = generation >= old.restart_generation or count > old.failures
-        else:
-            new = not old.failing or bool(old.failures and count > old.failures)
-        if not new:
-            assert old is not None
-            record = dataclasses.replace(old, error=error, failures=max(count, old.failures))
-        else:
-            restarts = old.restarts if old is not None else 0
-            allowed = spec.auto_restart and restarts < spec.max_restarts
-            record = Record(connector=name, member=member, error=error, restarts=restarts,
-                            failures=count, since_ms=now_ms,
-                            next_at_ms=now_ms + backoff_ms(spec, restarts) if allowed else None)
+        record, new = _record(book.get(resource), spec, resource, member=member, error=error,
+                              count=count, generation=generation, now_ms=now_ms, out=out)
+        if new:
             failed_now.setdefault(name, []).append(f"{resource}: {error}")
-            if not allowed and spec.auto_restart:
-                out.event("RestartsExhausted",
-                          f"{resource} failed on {member} after {restarts} automatic "
-                          f"restart(s) (autoRestart.maxRestarts={spec.max_restarts}); it "
-                          f"stays failed until it is restarted by hand: {error}",
-                          warning=True, connector=name)
         if record.next_at_ms is not None and record.next_at_ms <= now_ms:
             due.add(resource)
             record = dataclasses.replace(record, restarts=record.restarts + 1,
                                          next_at_ms=None)
         result[resource] = record
-    for resource, old in book.items():
-        if resource in result or old.connector not in by_name:
-            continue
-        member = ids.WorkerId(old.member)
-        mine = held.get(member, model.EMPTY)
-        if resource not in mine.connectors and resource not in mine.tasks:
-            continue  # It moved (or is unassigned): the failure was about that placement.
-        latest = reports.get(member)
-        owned = latest.owned if latest is not None else model.EMPTY
-        if resource in owned.connectors or resource in owned.tasks:
-            if old.failing:
-                result[resource] = dataclasses.replace(old, failing=False, next_at_ms=None,
-                                                       restart_generation=0, since_ms=now_ms)
-            elif now_ms - old.since_ms < RESET_AFTER_MS:
-                result[resource] = old
-        else:
-            result[resource] = old  # Not reported either way yet (a restart in flight).
+    result.update(_kept(book, result, by_name, reports=reports, held=held, now_ms=now_ms))
     for name, lines in sorted(failed_now.items()):
         out.event("TaskFailed", f"{len(lines)} resource(s) of {name} failed: "
                   + "; ".join(lines[:5]) + (" ..." if len(lines) > 5 else ""),
                   warning=True, connector=name)
-    # Manual restarts: the annotation (tasks) and kooper.dev/restart (the whole connector).
-    manual: set[str] = set()
-    done = {name: value for name, value in task_restarts.items() if name in by_name}
-    for connector in connectors:
-        tasks = requested_tasks(connector, done=task_restarts)
-        if connector.restart_task and done.get(connector.name) != connector.restart_task:
-            done[connector.name] = connector.restart_task
-            changed.add(connector.name)
-        if tasks:
-            manual.update(tasks)
-            out.event("TaskRestartRequested",
-                      f"{RESTART_TASK_ANNOTATION}={connector.restart_task!r}: "
-                      f"{', '.join(sorted(tasks, key=model.resource_sort_key))} restart in "
-                      "place with new epochs", connector=connector.name)
+    manual, done, changed = _manual(connectors, task_restarts, by_name, out)
     for resource in {*manual, *restarting}:
         if resource in result:
             due.discard(resource)
@@ -225,6 +163,102 @@ def judge(*, connectors: Sequence[views.ConnectorView],
     return Judgement(book=result, due=frozenset(due), manual=frozenset(manual),
                      task_restarts=done, events=tuple(out.events), changed=frozenset(changed),
                      wake_at_ms=min(wake) if wake else None)
+
+
+def _failing(reports: Mapping[ids.WorkerId, messages.Report],
+             held: Mapping[ids.WorkerId, model.ConnectorsAndTasks]
+             ) -> dict[str, tuple[ids.WorkerId, str, int, int]]:
+    """resource → (member, error, failure count, report generation) of every failure a
+    member reports on work it was given. Only members that report failures are looked
+    at: a round of a healthy 100,000-task group costs nothing here."""
+    failing: dict[str, tuple[ids.WorkerId, str, int, int]] = {}
+    for member, report in reports.items():
+        if not report.failed and not report.failure_counts:
+            continue
+        mine = held.get(member, model.EMPTY)
+        for resource in {*report.failed, *report.failure_counts}:
+            if resource in mine.connectors or resource in mine.tasks:
+                failing[resource] = (member, report.failed.get(resource, "failed"),
+                                     report.failure_counts.get(resource, 0), report.generation)
+    return failing
+
+
+def _record(old: Record | None, spec: views.ConnectorView, resource: str, *, member: str,
+            error: str, count: int, generation: int, now_ms: int, out: events.Recorder
+            ) -> tuple[Record, bool]:
+    """A reported failure's record, and whether it is a new failure (not the one on
+    record: another member, a failure after a restart, or a higher count)."""
+    if old is not None and old.member != member:
+        old = None
+    if old is None:
+        new = True
+    elif old.restart_generation:
+        new = generation >= old.restart_generation or count > old.failures
+    else:
+        new = not old.failing or bool(old.failures and count > old.failures)
+    if not new:
+        assert old is not None
+        return dataclasses.replace(old, error=error, failures=max(count, old.failures)), False
+    restarts = old.restarts if old is not None else 0
+    allowed = spec.auto_restart and restarts < spec.max_restarts
+    if not allowed and spec.auto_restart:
+        out.event("RestartsExhausted",
+                  f"{resource} failed on {member} after {restarts} automatic "
+                  f"restart(s) (autoRestart.maxRestarts={spec.max_restarts}); it "
+                  f"stays failed until it is restarted by hand: {error}",
+                  warning=True, connector=spec.name)
+    return Record(connector=spec.name, member=member, error=error, restarts=restarts,
+                  failures=count, since_ms=now_ms,
+                  next_at_ms=now_ms + backoff_ms(spec, restarts) if allowed else None), True
+
+
+def _kept(book: Book, result: Mapping[str, Record], by_name: Mapping[str, views.ConnectorView],
+          *, reports: Mapping[ids.WorkerId, messages.Report],
+          held: Mapping[ids.WorkerId, model.ConnectorsAndTasks], now_ms: int
+          ) -> dict[str, Record]:
+    """The records of resources not failing in a report now: recovered (running again
+    where they failed), kept a while after, or not reported either way yet."""
+    kept: dict[str, Record] = {}
+    for resource, old in book.items():
+        if resource in result or old.connector not in by_name:
+            continue
+        member = ids.WorkerId(old.member)
+        mine = held.get(member, model.EMPTY)
+        if resource not in mine.connectors and resource not in mine.tasks:
+            continue  # It moved (or is unassigned): the failure was about that placement.
+        latest = reports.get(member)
+        owned = latest.owned if latest is not None else model.EMPTY
+        if resource in owned.connectors or resource in owned.tasks:
+            if old.failing:
+                kept[resource] = dataclasses.replace(old, failing=False, next_at_ms=None,
+                                                     restart_generation=0, since_ms=now_ms)
+            elif now_ms - old.since_ms < RESET_AFTER_MS:
+                kept[resource] = old
+        else:
+            kept[resource] = old  # Not reported either way yet (a restart in flight).
+    return kept
+
+
+def _manual(connectors: Sequence[views.ConnectorView], task_restarts: Mapping[str, str],
+            by_name: Mapping[str, views.ConnectorView], out: events.Recorder
+            ) -> tuple[set[str], dict[str, str], set[str]]:
+    """Manual restarts (the ``kooper.dev/restart-task`` annotation): the tasks to restart,
+    the annotation values acted on, and the connectors whose value changed."""
+    manual: set[str] = set()
+    changed: set[str] = set()
+    done = {name: value for name, value in task_restarts.items() if name in by_name}
+    for connector in connectors:
+        tasks = requested_tasks(connector, done=task_restarts)
+        if connector.restart_task and done.get(connector.name) != connector.restart_task:
+            done[connector.name] = connector.restart_task
+            changed.add(connector.name)
+        if tasks:
+            manual.update(tasks)
+            out.event("TaskRestartRequested",
+                      f"{RESTART_TASK_ANNOTATION}={connector.restart_task!r}: "
+                      f"{', '.join(sorted(tasks, key=model.resource_sort_key))} restart in "
+                      "place with new epochs", connector=connector.name)
+    return manual, done, changed
 
 
 def written(book: Book, restarted: Iterable[str], *, generation: int,
