@@ -11,7 +11,7 @@ import pytest
 from tests.chart import crdschema
 from tests.control.test_grace import DELAY, T0, formed
 
-from kooper.control import failures, status, views
+from kooper.control import connector_status, failures, status, views
 from kooper.core import ids, model
 
 FREE_FORM = {"WorkerGroup": {"status.state"}, "Connector": set()}
@@ -82,20 +82,20 @@ def connector_documents() -> list[dict[str, Any]]:
                                                                            worker="w0")}
     assert failed["c"]["state"] == "Failed"
     built = [
-        status.connector_status(
+        connector_status.connector_status(
             connector, holders={"c-0": "w0", "c-1": "w0"}, owned={"c-0": "w0"},
             epochs={"c": 1, "c-0": 2}, group_exists=True, instances={"c": "w0"},
-            failed=failed, restart=status.restart_record("r1", now_ms=T0, generation=3),
+            failed=failed, restart=connector_status.restart_record("r1", now_ms=T0, generation=3),
             task_restart="0,1"),
-        status.connector_status(connector, holders={}, owned={}, epochs={},
+        connector_status.connector_status(connector, holders={}, owned={}, epochs={},
                                 group_exists=False),
-        status.connector_status(connector, holders={}, owned={}, epochs={},
+        connector_status.connector_status(connector, holders={}, owned={}, epochs={},
                                 group_exists=True, rejected="too large"),
     ]
     assert "instance" in built[0]
     assert "restart" in built[0]
     assert "taskRestart" in built[0]
-    return [status.settle_connector_status(s, previous={}, generation=1, now_ms=T0)
+    return [connector_status.settle_connector_status(s, previous={}, generation=1, now_ms=T0)
             for s in built]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kooper.control import modelled, status, views
+from kooper.control import connector_status, modelled, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.protocol import codec
@@ -45,7 +45,7 @@ def test_the_largest_connector_that_does_not_fit_is_rejected_and_the_rest_is_wri
     assert decided.connectors is not None
     assert "big-b" in decided.connectors.rejected
     assert [c.name for c in decided.connectors.connectors] == ["big-a", "big-b", "small"]
-    found = status.connector_status(connectors[1], holders={}, owned={}, epochs={},
+    found = connector_status.connector_status(connectors[1], holders={}, owned={}, epochs={},
                                     group_exists=True,
                                     rejected=decided.connectors.rejected["big-b"])
     assert [(c.type, c.status, c.reason) for c in found["conditions"]] == [

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from kooper.control import failures, modelled, status, views
+from kooper.control import connector_status, failures, modelled, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.protocol import messages
@@ -114,7 +114,7 @@ class Group:
         marked = {r: fields for r, rec in work.failures.items() if rec.connector == name
                   and (fields := failures.entry(
                       rec, worker=instances.get(r) if r == name else holders.get(r)))}
-        return status.connector_status(
+        return connector_status.connector_status(
             spec, holders=holders, owned=owned, epochs=work.plan.state.epochs,
             group_exists=True, instances=instances, failed=marked,
             task_restart=work.task_restarts.get(name, ""))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from kooper.control import snapshot, status, views
+from kooper.control import connector_status, snapshot, views
 from kooper.core import ids, model
 
 Pending = Mapping[str, tuple[str, frozenset[str]]]
@@ -56,7 +56,7 @@ def written(restarts: Pending, *, done: Done, plan: model.Plan,
         if left:
             still[name] = (value, frozenset(left))
             continue
-        finished[name] = status.restart_record(value, now_ms=now_ms,
+        finished[name] = connector_status.restart_record(value, now_ms=now_ms,
                                                generation=plan.state.generation)
         names.append(name)
     return still, finished, sorted(names)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kooper.control import failures, placement, status, step
+from kooper.control import connector_status, failures, placement, status, step
 from kooper.sdk import apierrors
 from kooper.shell import kube, metrics, writes
 
@@ -131,13 +131,13 @@ class ConnectorStatuses:
                       if (fields := failures.entry(
                           record, worker=instances.get(resource) if resource == connector.name
                           else holders.get(resource)))}
-            wanted = status.connector_status(
+            wanted = connector_status.connector_status(
                 connector, holders=holders, owned=owned, epochs=work.plan.state.epochs,
                 group_exists=True, restart=restart if isinstance(restart, Mapping) else None,
                 instances=instances, failed=marked,
                 task_restart=work.task_restarts.get(connector.name, ""),
                 rejected=work.rejected.get(connector.name, ""))
-            settled = status.settle_connector_status(wanted, previous=base,
+            settled = connector_status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)
             if self.epoch:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kooper.control import status, views
+from kooper.control import connector_status, status, views
 from kooper.sdk import apierrors
 from kooper.shell import audit, credentials, gcfreeze, kube, leader, metrics, rounds, settings
 from kooper.shell.login import Login
@@ -289,10 +289,10 @@ class Shell:
         self._orphans[key] = connector.group
         now_ms = int(time.time() * 1000)
         restart = connector.status.get("restart")
-        wanted = status.connector_status(
+        wanted = connector_status.connector_status(
             connector, holders={}, owned={}, epochs={}, group_exists=False,
             restart=restart if isinstance(restart, Mapping) else None)
-        settled = status.settle_connector_status(wanted, previous=connector.status,
+        settled = connector_status.settle_connector_status(wanted, previous=connector.status,
                                                  generation=connector.generation, now_ms=now_ms)
         client = self.context.client
         message = (f"spec.workerGroup names {connector.group!r}, which does not exist in "
