@@ -26,8 +26,15 @@ point of a departure round, held until the standby leads under a newer epoch and
 group is whole, then thawed or healed (the control faults come first, then faults drawn
 from ``leaders.MIXED_FAULTS``, the leader SIGKILLed among them).
 
+With ``--control --restarts``, the control plane itself fails: kube-apiserver
+(``api-restart``) or etcd (``etcd-restart``) SIGKILLed at a drawn point of a departure
+round, down for a drawn time (2, 8 or 20 s: past the members' Lease, past the leader
+Lease), restarted with the same ports and data; both come first in a seeded order,
+then faults drawn from ``leaders.RESTART_MIXED``. The line of a run names each restart
+step's time down, whether the leader changed and the workers' logged API failures.
+
     python benchmarks/bench_chaos_real.py [--backend real|emulator] [--runs 10] [--faults 8]
-                                          [--seed 0] [--control]
+                                          [--seed 0] [--control [--restarts]]
 """
 
 from __future__ import annotations
@@ -99,11 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", action="store_true",
                         help="two operator replicas, and faults on the leader too "
                              "(real backend only)")
+    parser.add_argument("--restarts", action="store_true",
+                        help="with --control: kube-apiserver and etcd killed and restarted "
+                             "mid-round (leaders.RESTART_FAULTS first)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "out" / "bench-chaos-real",
                         help="where each run's logs go")
     args = parser.parse_args(argv)
     if args.control and args.backend != "real":
         parser.error("--control needs --backend real (the fault proxy, the leader Lease)")
+    if args.restarts and not args.control:
+        parser.error("--restarts needs --control (two replicas on the real control plane)")
     settings = chaos_real.Settings()
     with backend(args.backend, args.out) as plane:
         return run_all(args, settings, plane)
@@ -121,7 +133,8 @@ def scenario_for(args: argparse.Namespace, settings: chaos_real.Settings,
         cluster = plane.args[0]
         return (lambda seed, faults, workdir: leaders.run_scenario(
                     settings, workdir, faults, cluster=cluster, seed=seed),
-                lambda seed: leaders.faults_for(seed, args.faults, settings.pods))
+                lambda seed: leaders.faults_for(seed, args.faults, settings.pods,
+                                                restarts=args.restarts))
     return (lambda seed, faults, workdir: chaos_real.run_scenario(
                 settings, workdir, faults, plane=plane),
             lambda seed: faults_for(seed, args.faults, settings.pods))
@@ -134,6 +147,7 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
     totals = {"faults": 0, "overlaps": 0, "frozen": 0, "double": 0, "lost": 0, "epochs": 0,
               "late": 0, "errors": 0, "stale": 0, "landed": 0}
     converge: list[float] = []
+    steps: list[chaos_real.Step] = []
     after_thaw = 0
     print(f"{'run':>4} {'faults':>6} {'time':>7} {'overlaps':>8} {'frozen*':>7} {'double':>6} "
           f"{'lost':>4} {'epochs':>6} {'late':>4} {'worst converge':>14}", flush=True)
@@ -159,13 +173,19 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
         after_thaw = max(after_thaw, report.after_thaw_ms)
         worst = max(s.converge_s for s in report.steps)
         converge.extend(s.converge_s for s in report.steps)
+        steps.extend(report.steps)
         print(f"{seed:>4} {len(report.steps):>6} {time.perf_counter() - run_started:>6.0f}s "
               f"{len(report.overlaps):>8} {len(report.frozen_overlaps):>7} "
               f"{report.double_ownership:>6} {len(report.lost) + len(report.unexpected):>4} "
               f"{len(report.epoch_regressions) + len(report.generation_regressions):>6} "
               f"{len(report.late):>4} {worst:>13.1f}s"
               + "".join(f"  {s.fault}: stale writes {s.stale_landed}/{s.stale_writes} landed"
-                        for s in report.steps if "@" in s.fault),
+                        for s in report.steps if "@" in s.fault and not s.down_s)
+              + "".join(f"  {s.fault}: down {s.down_s:.0f}s, pid {s.pids[0]}->{s.pids[1]}, "
+                        f"leader {s.leaders[0]}->{s.leaders[1]}, "
+                        f"probe {s.outage.split(':')[0] or 'ANSWERED'}, "
+                        f"worker API failures {s.worker_errors}"
+                        for s in report.steps if s.down_s),
               flush=True)
         if report.violations:
             print(report.describe(), flush=True)
@@ -174,7 +194,15 @@ def run_all(args: argparse.Namespace, settings: chaos_real.Settings,
                   + totals["errors"] + totals["landed"])
     converge.sort()
     median = converge[len(converge) // 2] if converge else 0.0
-    kind = f"{args.backend}, control faults" if args.control else args.backend
+    kind = (f"{args.backend}, restart faults" if args.restarts
+            else f"{args.backend}, control faults" if args.control else args.backend)
+    restarts = [s for s in steps if s.down_s]
+    if restarts:
+        print(f"restart faults: {len(restarts)} ("
+              + ", ".join(f"{f} {sum(1 for s in restarts if s.fault.startswith(f + '@'))}"
+                          for f in leaders.RESTART_FAULTS)
+              + f"), leader changed in {sum(1 for s in restarts if s.leaders[0] != s.leaders[1])}"
+              f", down 20 s in {sum(1 for s in restarts if s.down_s >= 20)}", flush=True)
     print(f"real chaos ({kind}): {args.runs} runs, {totals['faults']} faults, "
           f"{elapsed:.0f} s; "
           f"violations {violations} (double ownership {totals['double']}, lost "

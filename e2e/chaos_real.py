@@ -475,6 +475,16 @@ class Step:
     the stale leader sent once the standby led, as the fault proxy answered them."""
     stale_landed: int = 0
     """Of ``stale_writes``, those the API accepted (2xx): a fence that did not hold."""
+    down_s: float = 0.0
+    """Restart faults (e2e/leaders.py): how long the killed process stayed down."""
+    pids: tuple[int, int] = (0, 0)
+    """Restart faults: the killed process's pid, and its successor's."""
+    leaders: tuple[str, str] = ("", "")
+    """Restart faults: the leader before the fault, and once the group was whole again."""
+    worker_errors: int = 0
+    """Restart faults: failed Lease renewals and watches the workers logged meanwhile."""
+    outage: str = ""
+    """Restart faults: how a read of the API failed just after the kill ("" if it did not)."""
 
     @property
     def converge_s(self) -> float:

@@ -22,6 +22,11 @@ clients:
   there) and is *held*, not forwarded, until ``Trap.release()``; then it goes on as
   any request (a client that gave up meanwhile gets nothing forwarded: status 0).
 
+When the API server itself is down (killed, restarting: e2e/leaders.py's
+``api-restart``), a request it cannot take is answered as a direct connection would
+be, with no answer but a closed connection (recorded as status 0), and an open watch
+it was streaming is cut where the server's stream broke.
+
 TLS: the proxy serves a certificate for 127.0.0.1 and localhost that it mints with the
 ``openssl`` command from a CA the clients trust: the local control plane's own CA when
 its key is at hand (``kooper.controlplane.pki`` keeps ``ca.key`` next to ``ca.crt``),
@@ -456,6 +461,12 @@ class FaultProxy:
             self._streams.setdefault(client, set()).add(task)
         try:
             return await self._forward(client, request)
+        except aiohttp.ClientError:
+            # The API server refused or dropped the connection before it answered.
+            self._record(client, request, 0)
+            if request.transport is not None:
+                request.transport.close()
+            raise asyncio.CancelledError from None
         except asyncio.CancelledError:
             self._cut_off(client, request)
             raise
@@ -497,5 +508,10 @@ class FaultProxy:
                 await response.write_eof()
             except ConnectionResetError:
                 pass  # the client went away (a killed process, a closed watch, a cut)
+            except aiohttp.ClientError:
+                # The API server went away mid-answer (a watch of a killed server):
+                # the client's stream breaks there too.
+                if request.transport is not None:
+                    request.transport.close()
             return response
 

@@ -177,6 +177,31 @@ class Replicas(chaos_real.Harness):
 
     # --- the workers ------------------------------------------------------------------
 
+    def worker_log_lines(self, phrases: Sequence[str]) -> int:
+        """How many lines of every worker's output so far (old incarnations included)
+        hold one of ``phrases``."""
+        return sum(1 for path in self.workdir.glob(f"{self.runner.set_name}-*.log")
+                   for line in path.read_text(errors="replace").splitlines()
+                   if any(phrase in line for phrase in phrases))
+
+    def lease_record(self) -> tuple[str, str]:
+        """The leader Lease's holder and renewTime (empty: none)."""
+        lease = self._get(f"{leader.LEASES.format(namespace=self.plane.namespace)}/"
+                          f"{leader.LEASE_NAME}")
+        spec = (lease or {}).get("spec") or {}
+        return str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or "")
+
+    def idle(self, seconds: float) -> None:
+        """Let ``seconds`` pass (the API is down: no kubelet work), raising if a replica
+        died meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for name, process in self.operators.items():
+                if process.poll() is not None:
+                    raise pods.DemoError(f"operator {name} exited with {process.returncode}: "
+                                         + pods.log_tail(self.log_of(name)))
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
     def incarnation(self, ordinal: int) -> str:
         """The incarnation of ``ordinal``'s current pod."""
         return chaos_real.incarnation_of(self.pod(ordinal).events_file)
@@ -211,6 +236,24 @@ MIXED_FAULTS = (*CONTROL_FAULTS, "worker-sigkill", "operator-sigkill", "api-500"
                 "frozen-worker")
 """What a control-side run draws from: the control faults and the worker families that
 make sense with two replicas (``operator-sigkill`` kills the leader)."""
+RESTART_FAULTS = ("api-restart", "etcd-restart")
+"""The control plane itself down and back (``restart``): kube-apiserver or etcd SIGKILLed
+at a drawn point of a departure round, restarted after a drawn time (``DOWN_S``)."""
+RESTARTED = {"api-restart": "kube-apiserver", "etcd-restart": "etcd"}
+RESTART_MIXED = (*RESTART_FAULTS, *MIXED_FAULTS)
+"""What a restart run (``bench_chaos_real.py --restarts``) draws from after the restarts."""
+DOWN_S = (2.0, 8.0, 20.0)
+"""How long a restart fault keeps its process down (drawn): shorter than the members'
+Lease (5 s); past it (the members fence themselves); past the operator's leader Lease
+(15 s) too (no replica can renew: the leader stops leading, a term may change hands)."""
+RESTART_POINTS = ("before-round", "first-write", "after-round")
+"""Where in the departure round a restart fault strikes (drawn): as soon as the worker
+is killed; when the leader sends the round's first ConfigMap PUT (held at the proxy
+until the process is down, then forwarded into the dead server); or once the leader
+logged the round."""
+WORKER_ERRORS = ("lease renewal failed", "assignment watch failed", "relisting",
+                 "cannot re-read the assignment")
+"""What a worker logs when the API fails it (``kooper.sdk``): counted per restart fault."""
 TAKEOVER_S = 90.0
 """Bound of a takeover wait: the leader Lease (15 s) stood still, read every 5 s, then
 the new term fences, plans and the workers start."""
@@ -234,6 +277,8 @@ def inject(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_r
     down. The proxy's record says how many of its writes it sent after the takeover
     and how many landed (``Step.stale_writes``, ``Step.stale_landed``).
     """
+    if fault in RESTART_FAULTS:
+        return restart(h, fault, ordinal, rng)
     if fault not in CONTROL_FAULTS:
         return chaos_real.inject(h, fault, ordinal)
     h.wait("a leader", h.leader, TAKEOVER_S)
@@ -303,13 +348,69 @@ def inject(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_r
                            stale_landed=sum(1 for e in stale if 200 <= e.status < 300))
 
 
-def faults_for(seed: int, count: int, pods: int) -> list[tuple[str, int]]:
+def restart(h: Replicas, fault: str, ordinal: int, rng: random.Random) -> chaos_real.Step:
+    """kube-apiserver (``api-restart``) or etcd (``etcd-restart``) SIGKILLed mid-round,
+    down for a drawn time, restarted; then the group must be whole again.
+
+    A worker is SIGKILLed (a departure round for the leader to run) and, at a point
+    drawn from ``RESTART_POINTS``, the process goes down for a time drawn from
+    ``DOWN_S``: every client of the cluster (both replicas, every worker, through the
+    fault proxy) sees its connections refused or dropped (api-restart) or the API
+    server's errors and timeouts (etcd-restart); watches break. It is restarted with
+    the same ports, flags and data (``kooper.controlplane.cluster.ControlPlane.restart``,
+    which returns once it serves), the leader Lease must be written again (a renewal
+    or a takeover), then the group must converge. ``Step`` records the pids, the time
+    down, what a read of the API as the admin met at the start of the outage (it must
+    fail), the leader before and after, and the workers' logged API failures.
+    """
+    process = RESTARTED[fault]
+    h.wait("a leader", h.leader, TAKEOVER_S)
+    old = h.leader()
+    audited = h.audit_rows()
+    errors_before = h.worker_log_lines(WORKER_ERRORS)
+    point, down_s = rng.choice(RESTART_POINTS), rng.choice(DOWN_S)
+    trap = h.real.proxy.trap(old, "PUT", "/configmaps/") if point == "first-write" else None
+    started = chaos_real.now_ms()
+    h.kill_worker(ordinal)
+    killed, outage = 0, ""
+    try:
+        if point == "after-round":
+            h.wait(f"{old} to log the departure round", lambda: h.audit_rows() > audited,
+                   TAKEOVER_S)
+        elif trap is not None:
+            h.wait(f"{old}'s first ConfigMap write of the round", trap.fired.is_set,
+                   TAKEOVER_S)
+        started_down = chaos_real.now_ms()
+        killed = h.real.kill_control(process)
+        if trap is not None:
+            trap.release()
+        outage = h.real.probe()
+        h.idle(down_s - (chaos_real.now_ms() - started_down) / 1000)
+    finally:
+        if trap is not None:
+            trap.release()
+        if killed:
+            successor = h.real.restart_control(process)
+    ended = chaos_real.now_ms()
+    record = h.lease_record()
+    h.wait("the leader Lease written after the restart",
+           lambda: h.lease_record() != record and h.leader() != "", TAKEOVER_S)
+    converged = h.wait_converged(after_ms=ended, timeout_s=TAKEOVER_S)
+    return chaos_real.Step(f"{fault}@{point}", started, ended, converged, down_s=down_s,
+                           pids=(killed, successor), leaders=(old, h.leader()), outage=outage,
+                           worker_errors=h.worker_log_lines(WORKER_ERRORS) - errors_before)
+
+
+def faults_for(seed: int, count: int, pods: int, *, restarts: bool = False
+               ) -> list[tuple[str, int]]:
     """``count`` faults of control run ``seed``: the control faults first (one each,
-    in a seeded order), then drawn from ``MIXED_FAULTS``."""
+    in a seeded order), then drawn from ``MIXED_FAULTS``; with ``restarts``, the
+    restart faults first, then drawn from ``RESTART_MIXED``."""
     rng = random.Random(seed)
-    first = list(CONTROL_FAULTS)
+    first = list(RESTART_FAULTS if restarts else CONTROL_FAULTS)
     rng.shuffle(first)
-    drawn = (first + [rng.choice(MIXED_FAULTS) for _ in range(count)])[:count]
+    mixed = RESTART_MIXED if restarts else MIXED_FAULTS
+    drawn = (first + [rng.choice(mixed) for _ in range(count)])[:count]
     return [(fault, rng.randrange(pods)) for fault in drawn]
 
 

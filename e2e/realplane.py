@@ -328,3 +328,29 @@ class RealPlane:
     def set_delay(self, seconds: float) -> None:
         """Hold every request through the proxy ``seconds``."""
         self.proxy.set_delay(seconds)
+
+    def control_pids(self) -> dict[str, int]:
+        """The control plane's processes (name -> pid) that run now."""
+        return self.handle.control("pids")
+
+    def kill_control(self, process: str) -> int:
+        """SIGKILL the cluster's ``kube-apiserver`` or ``etcd`` (the host does it, see
+        ``kooper.controlplane.host``); its pid. Every namespace of the cluster loses it."""
+        pid = self.control_pids()[process]
+        self.handle.kill(process)
+        return pid
+
+    def probe(self, timeout_s: float = 3.0) -> str:
+        """Read the namespace as the admin, directly (not through the proxy): "" if it
+        answered, else how it failed (refused, timed out, the API server's error)."""
+        api = kube.Api(self.handle.server, token_file=self.handle.admin_token_file,
+                       ca_file=self.handle.ca_file, timeout_s=timeout_s)
+        try:
+            api.get(f"/api/v1/namespaces/{self.namespace}")
+        except apierrors.ApiError as exc:
+            return f"{type(exc).__name__} {exc.status}: {exc}"[:200]
+        return ""
+
+    def restart_control(self, process: str) -> int:
+        """Start it again (same ports, flags and data) once it serves; its new pid."""
+        return self.handle.restart(process)[process]

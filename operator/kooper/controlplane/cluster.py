@@ -13,6 +13,11 @@ a pod expects it: on port 443 of its own random address 127.x.y.z (pods resolve
 (no port 443) on a free port of 127.0.0.1, where clients that read
 ``KUBERNETES_SERVICE_HOST``/``_PORT`` still find it. ``stop`` ends the processes
 (SIGTERM, then SIGKILL) in reverse order; the caller removes the directory.
+
+``kill`` and ``restart`` take one process down (SIGKILL) and bring it back with the
+same flags, ports and data directory (etcd keeps its data: a restart, not a wipe), so
+its clients reconnect where they were; the chaos runs use them (e2e/leaders.py, through
+the host's control socket, ``kooper.controlplane.host``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 CONTEXT = "kooper-local"
 DISABLED_CONTROLLERS = ("-node-lifecycle-controller", "-node-ipam-controller")
 """The kubelet stand-in renews no node heartbeat and there is no pod network: the rest runs."""
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager")
+"""The processes, in start order (``stop`` goes the other way)."""
+RESTARTABLE = ("etcd", "kube-apiserver")
+"""What ``kill`` and ``restart`` take down and bring back."""
 
 
 class ControlPlaneError(errors.KooperError):
@@ -52,6 +61,7 @@ class ControlPlane:
     api_host: str = "127.0.0.1"
     api_port: int = 0
     etcd_port: int = 0
+    etcd_peer_port: int = 0
     procs: dict[str, subprocess.Popen[bytes]] = dataclasses.field(default_factory=dict)
 
     # -- addresses and credentials --------------------------------------------------------
@@ -107,8 +117,10 @@ class ControlPlane:
                                         + processes.log_tail(self.logs / f"{name}.log"))
 
     def _start_etcd(self, timeout_s: float) -> None:
-        self.etcd_port, peer = processes.free_port(), processes.free_port()
-        client, peer_url = f"http://127.0.0.1:{self.etcd_port}", f"http://127.0.0.1:{peer}"
+        if not self.etcd_port:
+            self.etcd_port, self.etcd_peer_port = processes.free_port(), processes.free_port()
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
         self.procs["etcd"] = processes.spawn([
             self._bin("etcd"), "--name", "kooper", "--data-dir", str(self.state_dir / "etcd"),
             "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -116,16 +128,17 @@ class ControlPlane:
             "--initial-cluster", f"kooper={peer_url}", "--unsafe-no-fsync",
             "--log-level", "warn", "--quota-backend-bytes", str(2 << 30),
         ], log=self.logs / "etcd.log")
-
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"{client}/health", timeout=2) as answer:
-                    return bool(json.loads(answer.read()).get("health") == "true")
-            except (OSError, ValueError):
-                return False
-
-        processes.wait_for("etcd to be healthy", healthy, timeout_s=timeout_s,
+        processes.wait_for("etcd to be healthy", self.etcd_healthy, timeout_s=timeout_s,
                            alive=self.check_alive)
+
+    def etcd_healthy(self) -> bool:
+        """Whether etcd answers ``/health`` with ``"health": "true"``."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/health",
+                                        timeout=2) as answer:
+                return bool(json.loads(answer.read()).get("health") == "true")
+        except (OSError, ValueError):
+            return False
 
     def _start_apiserver(self, timeout_s: float) -> None:
         p = self._pki()
@@ -151,20 +164,21 @@ class ControlPlane:
             "--cert-dir", str(p.dir),
             "--v", "1",
         ], log=self.logs / "kube-apiserver.log")
+        processes.wait_for("kube-apiserver /readyz", self.apiserver_ready, timeout_s=timeout_s,
+                           interval_s=0.25, alive=self.check_alive)
+
+    def apiserver_ready(self) -> bool:
+        """Whether kube-apiserver answers ``/readyz`` with 200 (etcd reachable included)."""
+        p = self._pki()
         context = ssl.create_default_context(cafile=str(p.ca_cert))
         token = p.users["admin"].token
-
-        def ready() -> bool:
-            request = urllib.request.Request(f"{self.server}/readyz",
-                                             headers={"Authorization": f"Bearer {token}"})
-            try:
-                with urllib.request.urlopen(request, timeout=5, context=context) as answer:
-                    return bool(answer.status == 200)
-            except (OSError, urllib.error.URLError):
-                return False
-
-        processes.wait_for("kube-apiserver /readyz", ready, timeout_s=timeout_s,
-                           interval_s=0.25, alive=self.check_alive)
+        request = urllib.request.Request(f"{self.server}/readyz",
+                                         headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+                return bool(answer.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
 
     def _start_controller_manager(self, timeout_s: float) -> None:
         p = self._pki()
@@ -208,6 +222,45 @@ class ControlPlane:
         }
         path.write_text(json.dumps(config, indent=2) + "\n")
         path.chmod(0o600)
+
+    def pids(self) -> dict[str, int]:
+        """Process name -> pid, of those running (a killed one is absent until restarted)."""
+        return {name: proc.pid for name, proc in self.procs.items()}
+
+    def kill(self, name: str) -> int:
+        """SIGKILL ``name`` (one of ``RESTARTABLE``) and reap it; its pid.
+
+        It is out of ``procs`` until ``restart``: ``check_alive`` does not count it.
+        """
+        if name not in RESTARTABLE:
+            raise ControlPlaneError(f"cannot kill {name!r} (only {', '.join(RESTARTABLE)})")
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            raise ControlPlaneError(f"{name} is not running")
+        proc.kill()
+        proc.wait()
+        return proc.pid
+
+    def restart(self, name: str, *, timeout_s: float = 120.0) -> int:
+        """Start ``name`` again (killed by ``kill``) with the same flags, ports and data;
+        its pid, once it serves: etcd healthy and kube-apiserver ready again (its
+        ``/readyz`` checks etcd), kube-apiserver ready."""
+        if name not in RESTARTABLE:
+            raise ControlPlaneError(f"cannot restart {name!r} (only {', '.join(RESTARTABLE)})")
+        if name in self.procs:
+            raise ControlPlaneError(f"{name} is running (kill it first)")
+        with (self.logs / f"{name}.log").open("a") as log:
+            log.write(f"--- kooper: {name} restarted ---\n")
+        if name == "etcd":
+            self._start_etcd(timeout_s)
+        else:
+            self._start_apiserver(timeout_s)
+        self.procs = {n: self.procs[n] for n in ORDER if n in self.procs}
+        if name == "etcd":
+            processes.wait_for("kube-apiserver /readyz after etcd's restart",
+                               self.apiserver_ready, timeout_s=timeout_s, interval_s=0.25,
+                               alive=self.check_alive)
+        return self.procs[name].pid
 
     def stop(self, *, grace_s: float = 15.0) -> None:
         """End every process, newest first (SIGTERM, then SIGKILL after ``grace_s``)."""

@@ -9,30 +9,43 @@ even a SIGKILL of the host leaves no process behind.
 
 ``start`` (the pytest fixture and ``kooper cluster up`` use it) runs the host
 as a child and returns a ``Handle`` once the cluster is ready.
+
+The host also listens on a Unix socket, ``D/control.sock``: one JSON line in
+(``{"action": "kill" | "restart" | "pids", "process": "kube-apiserver" | "etcd"}``),
+one JSON line out (``{"ok": true, "pids": {...}}`` or ``{"ok": false, "error": ...}``);
+``Handle.kill`` and ``Handle.restart`` speak it. The host's main thread does the work
+(``cluster.ControlPlane.kill``, ``restart``): a restarted process is tied to the
+thread that started it, and that one lives as long as the cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import pathlib
+import queue
 import shutil
 import signal
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from kooper.controlplane import binaries, cluster, kubelet, processes
 from kooper.core import errors
 
 READY = "ready.json"
 FAILED = "failed.txt"
+CONTROL = "control.sock"
 
 
 class HostError(errors.KooperError):
@@ -56,6 +69,31 @@ class Handle:
     @property
     def kubectl(self) -> pathlib.Path:
         return self.bin_dir / "kubectl"
+
+    def control(self, action: str, process: str = "", *, timeout_s: float = 180.0
+                ) -> dict[str, int]:
+        """Ask the host (its control socket) to ``kill``, ``restart`` or list (``pids``)
+        a control-plane process; the pids of those running once it is done."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout_s)
+            sock.connect(str(self.state_dir / CONTROL))
+            sock.sendall(json.dumps({"action": action, "process": process}).encode() + b"\n")
+            with sock.makefile("rb") as answers:
+                line = answers.readline()
+        answer: dict[str, Any] = (json.loads(line) if line
+                                  else {"ok": False, "error": "no answer"})
+        if not answer.get("ok"):
+            raise HostError(f"{action} {process}: {answer.get('error')}")
+        pids: dict[str, Any] = answer["pids"]
+        return {str(name): int(pid) for name, pid in pids.items()}
+
+    def kill(self, process: str) -> dict[str, int]:
+        """SIGKILL ``process`` (``kube-apiserver`` or ``etcd``); the pids still running."""
+        return self.control("kill", process)
+
+    def restart(self, process: str) -> dict[str, int]:
+        """Start ``process`` again (same flags, ports, data) and wait until it serves."""
+        return self.control("restart", process)
 
     def stop(self, *, timeout_s: float = 120.0) -> None:
         """SIGTERM the host and wait until it (and so every child) is gone."""
@@ -140,6 +178,57 @@ def _source_root() -> str:
     return str(pathlib.Path(__file__).resolve().parents[2])
 
 
+@dataclasses.dataclass(slots=True)
+class _Request:
+    """One control request, answered by the main thread."""
+
+    action: str
+    process: str
+    answer: dict[str, Any] = dataclasses.field(default_factory=dict)
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+class _ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: pathlib.Path, requests: queue.Queue[_Request]) -> None:
+        self.requests = requests
+        path.unlink(missing_ok=True)
+        super().__init__(str(path), _ControlHandler)
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        server = self.server
+        assert isinstance(server, _ControlServer)
+        try:
+            body = json.loads(self.rfile.readline())
+            request = _Request(str(body["action"]), str(body.get("process", "")))
+        except (ValueError, KeyError, TypeError) as exc:
+            answer: dict[str, Any] = {"ok": False, "error": f"bad request: {exc}"}
+        else:
+            server.requests.put(request)
+            request.done.wait()
+            answer = request.answer
+        self.wfile.write(json.dumps(answer).encode() + b"\n")
+
+
+def _carry_out(plane: cluster.ControlPlane, request: _Request) -> None:
+    """Do ``request`` (on the main thread) and answer it."""
+    try:
+        if request.action == "kill":
+            plane.kill(request.process)
+        elif request.action == "restart":
+            plane.restart(request.process)
+        elif request.action != "pids":
+            raise HostError(f"unknown action {request.action!r}")
+        request.answer = {"ok": True, "pids": plane.pids()}
+    except errors.KooperError as exc:
+        request.answer = {"ok": False, "error": str(exc)}
+    finally:
+        request.done.set()
+
+
 def serve(state_dir: pathlib.Path, bin_dir: pathlib.Path, *, keep: bool) -> int:
     """The host's body: start, report ready, wait for a signal, stop, clean up."""
     stop = threading.Event()
@@ -152,6 +241,8 @@ def serve(state_dir: pathlib.Path, bin_dir: pathlib.Path, *, keep: bool) -> int:
     plane = cluster.ControlPlane(state_dir=state_dir, bin_dir=bin_dir)
     node: kubelet.Kubelet | None = None
     runner: threading.Thread | None = None
+    requests: queue.Queue[_Request] = queue.Queue()
+    control: _ControlServer | None = None
     started = time.monotonic()
     failed = False
     try:
@@ -164,6 +255,8 @@ def serve(state_dir: pathlib.Path, bin_dir: pathlib.Path, *, keep: bool) -> int:
         # The kubelet's loop starts the pods, tied to its thread: it must live until the end.
         runner = threading.Thread(target=node.run, name="kubelet")
         runner.start()
+        control = _ControlServer(state_dir / CONTROL, requests)
+        threading.Thread(target=control.serve_forever, name="control", daemon=True).start()
         info = {"server": plane.server, "kubeconfig": str(plane.kubeconfig),
                 "bin_dir": str(bin_dir), "ca_file": str(p.ca_cert),
                 "admin_token_file": str(p.token_path("admin")), "pid": os.getpid(),
@@ -172,7 +265,9 @@ def serve(state_dir: pathlib.Path, bin_dir: pathlib.Path, *, keep: bool) -> int:
         tmp = state_dir / (READY + ".tmp")
         tmp.write_text(json.dumps(info, indent=2) + "\n")
         tmp.replace(state_dir / READY)
-        while not stop.wait(1.0):
+        while not stop.is_set():
+            with contextlib.suppress(queue.Empty):
+                _carry_out(plane, requests.get(timeout=1.0))
             plane.check_alive()
             if not runner.is_alive():
                 raise HostError("the kubelet stand-in stopped")
@@ -183,6 +278,9 @@ def serve(state_dir: pathlib.Path, bin_dir: pathlib.Path, *, keep: bool) -> int:
         print(f"kooper local cluster: {exc}", file=sys.stderr)
         return 2
     finally:
+        if control is not None:
+            control.shutdown()
+            control.server_close()
         if node is not None:
             node.stop()
         if runner is not None:
