@@ -414,12 +414,27 @@ def faults_for(seed: int, count: int, pods: int, *, restarts: bool = False
     return [(fault, rng.randrange(pods)) for fault in drawn]
 
 
+class Drawn(random.Random):
+    """A ``random.Random`` whose ``choice`` answers ``values`` in order first: a scenario
+    with chosen points and times (``Drawn(["before-round", 8.0])``: a restart fault
+    before the round, down 8 s)."""
+
+    def __init__(self, values: Sequence[object], seed: int = 0) -> None:
+        super().__init__(seed)
+        self.values = list(values)
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        return self.values.pop(0) if self.values else super().choice(seq)
+
+
 def run_scenario(settings: chaos_real.Settings, workdir: pathlib.Path,
                  faults: Sequence[tuple[str, int]], *, cluster: host.Handle, seed: int,
-                 progress: Callable[[str], None] = lambda _: None) -> chaos_real.Report:
+                 progress: Callable[[str], None] = lambda _: None,
+                 rng: random.Random | None = None) -> chaos_real.Report:
     """One group with two replicas, the faults in order (each to convergence), then the
-    invariants (``chaos_real.check``: the workers' rows)."""
-    rng = random.Random(seed)
+    invariants (``chaos_real.check``: the workers' rows). ``rng``: the draws (default:
+    ``random.Random(seed)``)."""
+    rng = rng if rng is not None else random.Random(seed)
     h = Replicas(settings, workdir, cluster=cluster)
     with h:
         h.wait_converged(after_ms=chaos_real.now_ms(), timeout_s=180)

@@ -1,5 +1,5 @@
-"""Repro of the open api-restart finding (docs/benchmarks.md, "Restart faults"): both
-operator replicas stop working after an 8 s kube-apiserver outage.
+"""Repro of an api-restart finding, fixed since (docs/benchmarks.md, "Restart faults"):
+both operator replicas stopped working after an 8 s kube-apiserver outage.
 
 One local control plane, two ``kooper run --leader-election`` replicas and four demo
 workers (``leaders.Replicas``); a worker is SIGKILLed and kube-apiserver with it
@@ -23,16 +23,6 @@ from e2e import chaos_real, leaders
 from kooper.controlplane import binaries, host
 
 
-class _Drawn:
-    """Stands in for ``random.Random`` in ``leaders.restart``: the point, then the time down."""
-
-    def __init__(self, values: Sequence[object]) -> None:
-        self.values = list(values)
-
-    def choice(self, seq: Sequence[object]) -> object:
-        return self.values.pop(0)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run until a hang or ``--attempts`` survivals; exit 1 on a hang."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -52,9 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with h:
                 h.wait_converged(after_ms=chaos_real.now_ms(), timeout_s=180)
                 h.wait("a leader", h.leader, leaders.TAKEOVER_S)
-                drawn = _Drawn(["before-round", args.down])
+                drawn = leaders.Drawn(["before-round", args.down])
                 try:
-                    step = leaders.restart(h, "api-restart", 1, drawn)  # type: ignore[arg-type]
+                    step = leaders.restart(h, "api-restart", 1, drawn)
                 except TimeoutError as exc:
                     print(f"{attempt} HUNG: {exc}", flush=True)
                     for name, process in h.operators.items():

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import secrets
 import socket
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 KUBE_API_ENV = "KOOPER_KUBE_API"
@@ -78,11 +80,32 @@ def from_env(**overrides: Any) -> Config:
     return Config(**values)
 
 
+class RetryForever:
+    """kopf's ``networking.error_backoffs`` that never run out: ``first``, then ``every_s``
+    seconds for ever.
+
+    kopf retries an API error (a 5xx, a refused or dropped connection, 403, 429) along its
+    backoffs and escalates it once they run out; an escalated error of a watch stops the
+    whole operator, and its process stays up doing nothing: no round, no Lease renewal,
+    nothing that restarts it. A restarted kube-apiserver answers 503 for a moment while
+    it installs its paths, so a finite list lost the race to an outage of a few seconds
+    (``tests/chaos_real/test_restart_chaos.py``). Re-iterable: kopf iterates it anew for
+    every request.
+    """
+
+    def __init__(self, first: Iterable[float], *, every_s: float) -> None:
+        self.first = tuple(first)
+        self.every_s = every_s
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain(self.first, itertools.repeat(self.every_s))
+
+
 def tune(settings: Any, config: Config) -> None:
     """Adjust ``kopf.OperatorSettings``: quiet k8s-event posting, peering, fast watch recovery."""
     settings.posting.level = 100  # kopf's own per-handler Events: off; we post our own.
     settings.watching.reconnect_backoff = 0.2
-    settings.networking.error_backoffs = [0.1, 0.5, 1, 2, 5]
+    settings.networking.error_backoffs = RetryForever((0.1, 0.5, 1, 2), every_s=5)
     settings.watching.server_timeout = settings.watching.server_timeout or 300
     settings.queueing.idle_timeout = 30
     if config.peering:
