@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kooper.control import liveness, snapshot, state, status, views
+from kooper.control import liveness, selectors, snapshot, state, status, views
 from kooper.core import assignor, events, ids, model
 from kooper.protocol import codec, messages
 from kooper.shell import audit
@@ -35,7 +35,7 @@ def test_a_max_delay_kooper_cannot_read_marks_the_group_invalid_instead_of_a_def
 
 
 def test_selector_terms_all_have_to_match():
-    selector = views.parse_selector({
+    selector = selectors.parse_selector({
         "matchLabels": {"app": "w"},
         "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
                              {"key": "canary", "operator": "DoesNotExist"}],
@@ -43,8 +43,8 @@ def test_selector_terms_all_have_to_match():
     assert selector.matches({"app": "w", "tier": "a"})
     assert not selector.matches({"app": "w", "tier": "c"})
     assert not selector.matches({"app": "w", "tier": "a", "canary": "1"})
-    assert not views.parse_selector({}).matches({"app": "w"})
-    assert not views.parse_selector({"matchExpressions": [{"key": "a", "operator": "Gt"}]}
+    assert not selectors.parse_selector({}).matches({"app": "w"})
+    assert not selectors.parse_selector({"matchExpressions": [{"key": "a", "operator": "Gt"}]}
                                     ).matches({"a": "1"})
 
 

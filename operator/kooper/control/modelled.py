@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from kooper.control import views
+from kooper.control import selectors, views
 from kooper.core import ids, model
 from kooper.protocol import messages
 
@@ -30,7 +30,7 @@ def group(name: str, settings: model.Settings, *, status: Mapping[str, Any] | No
     is its ``spec.balancing.maxMovesPerRound`` (``None``: unset, the policy's default)."""
     return views.GroupView(
         namespace=NAMESPACE, name=name, uid=f"uid-{name}", generation=1, resource_version="",
-        selector=views.Selector(((views.GROUP_LABEL, name),)), settings=settings,
+        selector=selectors.Selector(((views.GROUP_LABEL, name),)), settings=settings,
         lease_duration_s=FOREVER_S, clock_skew_s=0, status=dict(status or {}),
         max_moves_per_round=max_moves_per_round)
 

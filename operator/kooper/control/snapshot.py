@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from kooper.control import liveness, views
+from kooper.control import liveness, selectors, views
 from kooper.core import ids, model
 from kooper.protocol import messages
 
@@ -66,7 +66,7 @@ class Memo:
     """
 
     def __init__(self) -> None:
-        self.selector: views.Selector | None = None
+        self.selector: selectors.Selector | None = None
         self.pods: Iterable[views.PodView] | None = None
         self.matching: dict[str, views.PodView] = {}
         self.matches: dict[str, tuple[views.PodView, bool]] = {}

@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from kooper.control import selectors
 from kooper.core import defaults, durations, errors, model
 from kooper.protocol import codec, messages
 
@@ -76,58 +77,6 @@ def format_time(ms: int) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Selector:
-    """A parsed ``metav1.LabelSelector``; an empty selector matches nothing here."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        """Whether the selector has no terms (the CRD forbids it; we match nothing)."""
-        return not self.match_labels and not self.expressions
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a pod's labels satisfy every term."""
-        if self.empty:
-            return False
-        for key, value in self.match_labels:
-            if labels.get(key) != value:
-                return False
-        for key, operator, values in self.expressions:
-            present = key in labels
-            if operator == "In" and not (present and labels[key] in values):
-                return False
-            if operator == "NotIn" and present and labels[key] in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
-
-
-def parse_selector(raw: object) -> Selector:
-    """Parse a LabelSelector mapping; unknown operators make the selector match nothing."""
-    if not isinstance(raw, Mapping):
-        return Selector()
-    labels = raw.get("matchLabels") or {}
-    pairs = tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(
-        labels, Mapping
-    ) else ()
-    expressions: list[tuple[str, str, frozenset[str]]] = []
-    for term in raw.get("matchExpressions") or ():
-        if not isinstance(term, Mapping):
-            return Selector()
-        operator = str(term.get("operator", ""))
-        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return Selector()
-        values = frozenset(str(v) for v in term.get("values") or ())
-        expressions.append((str(term.get("key", "")), operator, values))
-    return Selector(pairs, tuple(expressions))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class GroupView:
     """A WorkerGroup: identity, selector, settings and the status we last saw."""
 
@@ -136,7 +85,7 @@ class GroupView:
     uid: str
     generation: int
     resource_version: str
-    selector: Selector
+    selector: selectors.Selector
     settings: model.Settings
     lease_duration_s: int
     clock_skew_s: int
@@ -181,7 +130,7 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         uid=str(meta.get("uid", "")),
         generation=int(meta.get("generation") or 0),
         resource_version=str(meta.get("resourceVersion", "")),
-        selector=parse_selector(spec.get("selector")),
+        selector=selectors.parse_selector(spec.get("selector")),
         settings=settings,
         lease_duration_s=_int(spec.get("leaseDurationSeconds"), defaults.LEASE_DURATION_S),
         clock_skew_s=_int(spec.get("clockSkewSeconds"), defaults.CLOCK_SKEW_S),
