@@ -41,7 +41,8 @@ both build them here, so chaos checks judge the rows the operator writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kooper.control import events as events_
@@ -61,6 +62,26 @@ def fenced_since_assigned(previous: model.PlanState,
         and report.generation >= previous.assigned_at.get(member, 0))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Row:
+    """Builds one round's rows: ``events.Event(...).to_row()`` plus ``change``, directly
+    (hard chaos records these rows for every round; ``dataclasses.asdict`` was most of it)."""
+
+    now_ms: int
+    run: str
+    group: str
+    generation: int
+    protocol: str
+    policy: str
+
+    def __call__(self, member: str, resource: str, kind: events.Kind, change: str,
+                 epoch: int = -1) -> dict[str, Any]:
+        return {"ts_ms": self.now_ms, "run": self.run, "group": self.group, "member": member,
+                "resource": resource, "event": str(kind), "generation": self.generation,
+                "epoch": epoch, "protocol": self.protocol, "policy": self.policy,
+                "change": change}
+
+
 def rows(
     *,
     previous: model.PlanState,
@@ -76,22 +97,37 @@ def rows(
     ``snapshot`` (the round's) adds the ``departure`` and ``grace_ms`` columns to
     ``lost`` rows.
     """
-    generation = plan.state.generation
-    protocol = str(plan.protocol)
-
-    def row(member: str, resource: str, kind: events.Kind, change: str,
-            epoch: int = -1) -> dict[str, Any]:
-        # ``events.Event(...).to_row()`` plus ``change``, built directly: hard chaos
-        # records these rows for every round, and ``dataclasses.asdict`` was most of it.
-        return {"ts_ms": now_ms, "run": run, "group": group, "member": member,
-                "resource": resource, "event": str(kind), "generation": generation,
-                "epoch": epoch, "protocol": protocol, "policy": policy, "change": change}
-
+    row = _Row(now_ms=now_ms, run=run, group=group, generation=plan.state.generation,
+               protocol=str(plan.protocol), policy=policy)
     gone = departed(previous, plan)
     left = frozenset(gone)
+    yield from _departures(row, previous, plan, snapshot, gone=gone, left=left)
+    if snapshot is not None and snapshot.settings.policy is model.Policy.KOOPER \
+            and previous.lost and snapshot.departed_permanently:
+        for member in sorted(previous.lost.keys() & snapshot.departed_permanently - left):
+            for resource in previous.lost[member].sorted():
+                yield row(member, resource, events.Kind.STOP, "released",
+                          previous.epochs.get(resource, -1))
+    yield from _moves(row, previous, plan, left)
+    delay = plan.state.delay
+    pending = None if delay is None else delay.deadline_ms
+    if plan.changed or pending != (None if previous.delay is None
+                                   else previous.delay.deadline_ms):
+        closing = row("", "", events.Kind.ROUND, "round")
+        closing["until_ms"] = now_ms if pending is None else max(now_ms, pending)
+        yield closing
+
+
+def _departures(row: _Row, previous: model.PlanState, plan: model.Plan,
+                snapshot: model.Snapshot | None, *, gone: Iterable[ids.WorkerId],
+                left: frozenset[ids.WorkerId]) -> Iterator[dict[str, Any]]:
+    """``lost`` rows of the departed and fenced members' work, then their ``leave``."""
+    now_ms = row.now_ms
     fenced = [] if snapshot is None else [
         m for m in fenced_since_assigned(previous, snapshot) if m not in left]
     delay = plan.state.delay
+    grace = 0 if snapshot is None else delays.effective_grace_ms(
+        snapshot.settings.policy, snapshot.settings.max_delay_ms, snapshot.grace_ms)
     for member in sorted([*gone, *fenced]):
         waiting = plan.state.lost.get(member, model.EMPTY)
         until = now_ms
@@ -100,8 +136,6 @@ def rows(
         judged = None if snapshot is None else (
             "planned" if member in snapshot.departed_permanently
             else "unplanned" if member in left else "fenced")
-        grace = 0 if snapshot is None else delays.effective_grace_ms(
-            snapshot.settings.policy, snapshot.settings.max_delay_ms, snapshot.grace_ms)
         # What it held: its assignment, and what it was still being told to stop (the
         # assignor counts that lost too: nobody else was given it yet).
         held = previous.assignments[member]
@@ -117,12 +151,11 @@ def rows(
             yield lost
         if member in left:
             yield row(member, "", events.Kind.LEAVE, "leave")
-    if snapshot is not None and snapshot.settings.policy is model.Policy.KOOPER \
-            and previous.lost and snapshot.departed_permanently:
-        for member in sorted(previous.lost.keys() & snapshot.departed_permanently - left):
-            for resource in previous.lost[member].sorted():
-                yield row(member, resource, events.Kind.STOP, "released",
-                          previous.epochs.get(resource, -1))
+
+
+def _moves(row: _Row, previous: model.PlanState, plan: model.Plan,
+           left: frozenset[ids.WorkerId]) -> Iterator[dict[str, Any]]:
+    """``join`` rows, then newly ``revoked`` and newly ``assigned`` resources."""
     for member in sorted(plan.members):
         if member not in previous.assignments or member in left:
             yield row(member, "", events.Kind.JOIN, "join")
@@ -135,9 +168,3 @@ def rows(
         for resource in resources.sorted():
             yield row(member, resource, events.Kind.START, "assigned",
                       plan.state.epochs.get(resource, -1))
-    pending = None if delay is None else delay.deadline_ms
-    if plan.changed or pending != (None if previous.delay is None
-                                   else previous.delay.deadline_ms):
-        closing = row("", "", events.Kind.ROUND, "round")
-        closing["until_ms"] = now_ms if pending is None else max(now_ms, pending)
-        yield closing
