@@ -229,6 +229,52 @@ _NAME = "replay"
 def replay(scenario: Mapping[str, Any]) -> Replay:
     """Run a scenario; raise ``ScenarioError`` naming the first bad field."""
     body = _expect_type(scenario, dict, "scenario")
+    group = _group(body)
+    rounds = _expect_type(body.get("rounds"), list, "rounds")
+    if not rounds:
+        raise ScenarioError("rounds: a scenario needs at least one round")
+    results: list[RoundResult] = []
+    last_owner: dict[str, str] = {}
+    for resources_member in group.members.values():
+        for resource in (*resources_member.owned.connectors, *resources_member.owned.tasks):
+            last_owner[resource] = resources_member.id
+    moves = 0
+    unassigned_ms = 0
+    previous_unassigned = 0
+    previous_now = 0
+    for index, round_spec in enumerate(rounds, start=1):
+        where = f"round {index}"
+        round_body = _expect_type(round_spec, dict, where)
+        unknown = set(round_body) - {"before", "expect", "note"}
+        if unknown:
+            raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        for number, event in enumerate(_expect_type(round_body.get("before", []), list,
+                                                    f"{where}.before")):
+            _apply_event(group, event, f"{where}.before[{number}]")
+        unassigned_ms += previous_unassigned * (group.now_ms - previous_now)
+        plan = _step(group)
+        for member, resources in plan.newly_assigned.items():
+            for resource in (*resources.connectors, *resources.tasks):
+                if last_owner.get(resource, member) != member:
+                    moves += 1
+                last_owner[resource] = member
+        expect = round_body.get("expect")
+        if expect is not None:
+            _expect_type(expect, dict, f"{where}.expect")
+        results.append(RoundResult(
+            round=index, now_ms=group.now_ms, protocol=plan.protocol,
+            generation=plan.state.generation,
+            members={member: MemberRound(part.assigned, part.revoked, plan.delay_ms)
+                     for member, part in plan.members.items()},
+            expect=expect))
+        _settle(group, plan)
+        previous_unassigned = len(plan.unassigned)
+        previous_now = group.now_ms
+    return Replay(results, Summary(len(results), moves, unassigned_ms))
+
+
+def _group(body: Mapping[str, Any]) -> _Group:
+    """The scenario's group before its first round: settings, connectors, workers."""
     known = {"policy", "protocol", "max_delay_ms", "max_moves_per_round", "connectors",
              "workers", "rounds", "name", "description"}
     unknown = set(body) - known
@@ -260,55 +306,7 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
             else frozenset(model.Protocol)
         )
         group.join(worker, parse_resources(spec_body, f"workers.{worker}"), protocols)
-    rounds = _expect_type(body.get("rounds"), list, "rounds")
-    if not rounds:
-        raise ScenarioError("rounds: a scenario needs at least one round")
-
-    results: list[RoundResult] = []
-    last_owner: dict[str, str] = {}
-    for resources_member in group.members.values():
-        for resource in (*resources_member.owned.connectors, *resources_member.owned.tasks):
-            last_owner[resource] = resources_member.id
-    moves = 0
-    unassigned_ms = 0
-    previous_unassigned = 0
-    previous_now = 0
-    for index, round_spec in enumerate(rounds, start=1):
-        where = f"round {index}"
-        round_body = _expect_type(round_spec, dict, where)
-        unknown = set(round_body) - {"before", "expect", "note"}
-        if unknown:
-            raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
-        for number, event in enumerate(_expect_type(round_body.get("before", []), list,
-                                                    f"{where}.before")):
-            _apply_event(group, event, f"{where}.before[{number}]")
-        unassigned_ms += previous_unassigned * (group.now_ms - previous_now)
-        plan = _step(group)
-        for member, resources in plan.newly_assigned.items():
-            for resource in (*resources.connectors, *resources.tasks):
-                if last_owner.get(resource, member) != member:
-                    moves += 1
-                last_owner[resource] = member
-        expect = round_body.get("expect")
-        if expect is not None:
-            _expect_type(expect, dict, f"{where}.expect")
-        results.append(
-            RoundResult(
-                round=index,
-                now_ms=group.now_ms,
-                protocol=plan.protocol,
-                generation=plan.state.generation,
-                members={
-                    member: MemberRound(part.assigned, part.revoked, plan.delay_ms)
-                    for member, part in plan.members.items()
-                },
-                expect=expect,
-            )
-        )
-        _settle(group, plan)
-        previous_unassigned = len(plan.unassigned)
-        previous_now = group.now_ms
-    return Replay(results, Summary(len(results), moves, unassigned_ms))
+    return group
 
 
 # -- checking and printing ------------------------------------------------------------------

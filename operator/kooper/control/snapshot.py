@@ -74,6 +74,12 @@ class Memo:
         self.leases: list[views.LeaseView] | None = None
         self.result: Members | None = None
 
+    def select(self, selector: selectors.Selector) -> None:
+        """Forget everything learnt under another selector."""
+        if self.selector != selector:
+            self.selector, self.pods, self.matches, self.members = selector, None, {}, {}
+            self.leases = self.result = None
+
 
 _Found = tuple[model.Member, messages.Report, int | None]
 
@@ -173,32 +179,12 @@ def collect_members(
     memo = memo if memo is not None else Memo()
     leases = list(leases) if not isinstance(leases, list) else leases
     selector = group.selector
-    if memo.selector != selector:
-        memo.selector, memo.pods, memo.matches, memo.members = selector, None, {}, {}
-        memo.leases = memo.result = None
+    memo.select(selector)
     quick = _changed_only(group, memo, pods=pods, leases=leases, last_good=last_good,
                           now_ms=now_ms, observed=observed)
     if quick is not None:
         return quick
-    new_pods: list[views.PodView] = []
-    if pods is memo.pods:
-        matching = memo.matching  # The very same pods as last time.
-    else:
-        seen = memo.matches
-        matching = {}
-        fresh: dict[str, tuple[views.PodView, bool]] = {}
-        for pod in pods:
-            hit = seen.get(pod.name)
-            if hit is not None and hit[0] is pod:
-                ok = hit[1]
-            else:
-                ok = selector.matches(pod.labels)
-                if ok:
-                    new_pods.append(pod)
-            fresh[pod.name] = (pod, ok)
-            if ok:
-                matching[pod.name] = pod
-        memo.pods, memo.matching, memo.matches = pods, matching, fresh
+    matching, new_pods = _matching(selector, pods, memo)
     built = memo.members
     members: dict[ids.WorkerId, model.Member] = {}
     reports: dict[ids.WorkerId, messages.Report] = {}
@@ -233,6 +219,31 @@ def collect_members(
     result = Members(members, matching, tuple(issues), next_expiry, reports, tuple(new_pods))
     memo.leases, memo.result = leases, result
     return result
+
+
+def _matching(selector: selectors.Selector, pods: Iterable[views.PodView], memo: Memo
+              ) -> tuple[dict[str, views.PodView], list[views.PodView]]:
+    """The pods the selector matches, by name, and those that newly match (a pod object
+    matched before is not matched again: the memo)."""
+    new_pods: list[views.PodView] = []
+    if pods is memo.pods:
+        return memo.matching, new_pods  # The very same pods as last time.
+    seen = memo.matches
+    matching: dict[str, views.PodView] = {}
+    fresh: dict[str, tuple[views.PodView, bool]] = {}
+    for pod in pods:
+        hit = seen.get(pod.name)
+        if hit is not None and hit[0] is pod:
+            ok = hit[1]
+        else:
+            ok = selector.matches(pod.labels)
+            if ok:
+                new_pods.append(pod)
+        fresh[pod.name] = (pod, ok)
+        if ok:
+            matching[pod.name] = pod
+    memo.pods, memo.matching, memo.matches = pods, matching, fresh
+    return matching, new_pods
 
 
 def _changed_only(group: views.GroupView, memo: Memo, *, pods: Iterable[views.PodView],

@@ -193,6 +193,24 @@ def refused_conditions(why: str) -> tuple[Condition, ...]:
             Condition("Degraded", True, INVALID_SPEC, message))
 
 
+def _delay(state: model.PlanState, delay: model.Delay, *, now_ms: int) -> dict[str, Any]:
+    """``status.delay``: the scheduled rebalance's deadline, and each departure's."""
+    found: dict[str, Any] = {
+        "deadline": views.format_time(delay.deadline_ms),
+        "remainingSeconds": max(0, (delay.deadline_ms - now_ms + 999) // 1000),
+        "lost": len(state.lost_resources()),
+        "candidates": list(delay.candidates),
+    }
+    if delay.departures:
+        found["departures"] = [{
+            "member": member,
+            "deadline": views.format_time(at),
+            "remainingSeconds": max(0, (at - now_ms + 999) // 1000),
+            "lost": len(state.lost.get(member, model.EMPTY)),
+        } for member, at in sorted(delay.departures.items(), key=lambda e: (e[1], e[0]))]
+    return found
+
+
 def group_status(
     facts: GroupFacts, *, state: Mapping[str, Any], generation: int,
     previous: Mapping[str, Any],
@@ -230,20 +248,7 @@ def group_status(
         ),
     }
     if delay is not None:
-        status["delay"] = {
-            "deadline": views.format_time(delay.deadline_ms),
-            "remainingSeconds": max(0, (delay.deadline_ms - facts.now_ms + 999) // 1000),
-            "lost": len(plan.state.lost_resources()),
-            "candidates": list(delay.candidates),
-        }
-        if delay.departures:
-            lost = plan.state.lost
-            status["delay"]["departures"] = [{
-                "member": member,
-                "deadline": views.format_time(at),
-                "remainingSeconds": max(0, (at - facts.now_ms + 999) // 1000),
-                "lost": len(lost.get(member, model.EMPTY)),
-            } for member, at in sorted(delay.departures.items(), key=lambda e: (e[1], e[0]))]
+        status["delay"] = _delay(plan.state, delay, now_ms=facts.now_ms)
     if facts.paced:
         status["balancing"] = {"pendingMoves": facts.paced, "maxMovesPerRound": facts.max_moves}
     held_back = plan.state.backoff
