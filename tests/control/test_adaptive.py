@@ -145,7 +145,7 @@ def bounce(members: list[model.Member], memory: control.Memory, *, at: int, away
 def test_a_group_whose_pods_return_slowly_learns_to_move_a_killed_pods_work_at_once():
     members, memory, _ = settle([member("a"), member("b"), member("c")], control.Memory(), 0,
                                 model.Policy.KOOPER)
-    assert memory.learned.handoffs >= adaptive.MIN_HANDOFFS
+    assert memory.persisted.learned.handoffs >= adaptive.MIN_HANDOFFS
     for number, at in enumerate((100_000, 200_000)):
         members, memory, left = bounce(members, memory, at=at, away_ms=12_000,
                                        policy=model.Policy.KOOPER)
@@ -155,13 +155,13 @@ def test_a_group_whose_pods_return_slowly_learns_to_move_a_killed_pods_work_at_o
         assert left.status.adaptive_status is not None
         assert left.status.adaptive_status["mode"] == "learning"
         assert left.metrics.grace_ms == DELAY
-    assert memory.learned.returns == 2
-    assert memory.learned.return_ms == 12_000
+    assert memory.persisted.learned.returns == 2
+    assert memory.persisted.learned.return_ms == 12_000
     # An operator restart keeps what was learned (``status.state.adaptive``).
-    persisted = {"state": state.encode(memory.state, learned=memory.learned)}
+    persisted = {"state": state.encode(memory.persisted.state, learned=memory.persisted.learned)}
     restored = control.restored(modelled.group(GROUP, model.Settings(policy=model.Policy.KOOPER),
                                                status=persisted), {})
-    assert restored.learned == memory.learned
+    assert restored.persisted.learned == memory.persisted.learned
     _, _, left = bounce(members, memory, at=300_000, away_ms=12_000, policy=model.Policy.KOOPER)
     assert left.plan is not None
     assert not left.plan.unassigned, "returns take longer than two handoffs: moved at once"
@@ -197,4 +197,4 @@ def test_a_scaled_down_member_is_not_watched_for_a_return():
                           connectors=gone.connectors, gone_means_stopped=True,
                           owners={("ReplicaSet", "c"): control.OwnerFacts(exists=False)})
     decided = control.step(gone, memory, now_ms=50_000)
-    assert decided.memory.learned.away == {}
+    assert decided.memory.persisted.learned.away == {}

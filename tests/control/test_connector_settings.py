@@ -43,7 +43,7 @@ def test_a_changed_config_rewrites_exactly_the_members_running_the_connector():
     assert sorted(w.member for w in decided.configmap_writes) == running_a
     for write in decided.configmap_writes:
         assert write.configs["A"] == {"stop.ms": "3000"}
-        assert write.generation > last.memory.state.generation  # the worker applies it
+        assert write.generation > last.memory.persisted.state.generation  # the worker applies it
     again = control.step(with_connectors(settle(decided, members), config={"stop.ms": "3000"}),
                          decided.memory, now_ms=40)
     assert again.configmap_writes == ()  # once written, not again
@@ -66,7 +66,7 @@ def test_a_restarted_operator_sends_a_config_changed_while_it_was_away():
     # A new leader knows only what the members' ConfigMaps carry: the old config.
     restored = state.restore(None, documents.items(), group="g")
     assert restored.settings["A"] == ({}, None)  # running: no state entry
-    fresh = control.Memory(state=restored.state, settings_written=restored.settings)
+    fresh = control.Memory.of(state=restored.state, settings_written=restored.settings)
     decided = control.step(with_connectors(members, config={"k": "v"}), fresh, now_ms=30)
     assert decided.configmap_writes
     assert all(w.configs["A"] == {"k": "v"} for w in decided.configmap_writes)

@@ -34,7 +34,7 @@ def test_the_largest_connector_that_does_not_fit_is_rejected_and_the_rest_is_wri
     (doc,) = decided.configmap_writes
     codec.encode_assignment(doc)  # fits now
     assert doc.assigned.connectors == {"big-a", "small"}
-    assert set(decided.memory.rejected) == {"big-b"}
+    assert set(decided.memory.volatile.rejected) == {"big-b"}
     (event,) = [e for e in decided.events if e.reason == "ConnectorRejected"]
     assert (event.connector, event.warning) == ("big-b", True)
     assert "over the 1000000-byte ConfigMap budget" in event.message
@@ -53,24 +53,24 @@ def test_the_largest_connector_that_does_not_fit_is_rejected_and_the_rest_is_wri
     # The next round keeps it out without trying again, and posts no second Event.
     again = control.step(inputs(["w-0"], connectors), decided.memory, now_ms=10)
     assert not [e for e in again.events if e.reason == "ConnectorRejected"]
-    assert set(again.memory.rejected) == {"big-b"}
+    assert set(again.memory.volatile.rejected) == {"big-b"}
 
 
 def test_a_rejection_is_tried_again_when_members_or_the_spec_change():
     connectors = [connector("big-a", BIG), connector("big-b", BIG)]
     first = control.step(inputs(["w-0"], connectors), control.Memory(), now_ms=0)
-    assert set(first.memory.rejected) == {"big-b"}
+    assert set(first.memory.volatile.rejected) == {"big-b"}
     grown = control.step(inputs(["w-0", "w-1"], connectors), first.memory, now_ms=10)
-    assert grown.memory.rejected == {}  # two members: one big connector each fits
+    assert grown.memory.volatile.rejected == {}  # two members: one big connector each fits
     assert {c for w in grown.configmap_writes for c in w.assigned.connectors} >= {"big-b"}
     shrunk = [connectors[0], connector("big-b", {"blob": "small"}, generation=2)]
     fixed = control.step(inputs(["w-0"], shrunk), first.memory, now_ms=10)
-    assert fixed.memory.rejected == {}
+    assert fixed.memory.volatile.rejected == {}
 
 
 def test_a_write_failure_keeps_the_rejection_in_the_revised_step():
     connectors = [connector("big-a", BIG), connector("big-b", BIG)]
     decided = control.step(inputs(["w-0"], connectors), control.Memory(), now_ms=0)
     revised = decided.failed(frozenset({W("w-0")}))
-    assert set(revised.memory.rejected) == {"big-b"}
+    assert set(revised.memory.volatile.rejected) == {"big-b"}
     assert dataclasses.replace(revised, decision=None).metrics.rejected_resources == 2

@@ -83,16 +83,16 @@ def test_a_known_permanent_departure_skips_the_delay_and_an_unknown_one_waits():
     only_a = [m for m in members if m.id == "a"]
     waits = control.step(inputs(only_a, owners={
         ("ReplicaSet", "b"): control.OwnerFacts(exists=True)}), first.memory, now_ms=10)
-    assert waits.memory.state.delay is not None
+    assert waits.memory.persisted.state.delay is not None
     assert waits.plan is not None
     assert waits.plan.unassigned
     scaled = control.step(inputs(only_a, owners={
         ("ReplicaSet", "b"): control.OwnerFacts(exists=False)}), first.memory, now_ms=10)
-    assert scaled.memory.state.delay is None
+    assert scaled.memory.persisted.state.delay is None
     assert scaled.plan is not None
     assert not scaled.plan.unassigned
     unread = control.step(inputs(only_a), first.memory, now_ms=10)
-    assert unread.memory.permanent == {}  # not judged yet: asked again next round
+    assert unread.memory.volatile.permanent == {}  # not judged yet: asked again next round
 
 
 def test_a_restarted_leader_knows_departed_pods_owners_from_the_persisted_state():
@@ -110,7 +110,7 @@ def test_a_restarted_leader_knows_departed_pods_owners_from_the_persisted_state(
     assert control.owners_to_read(inputs(only_a), restarted) == {("ReplicaSet", "b")}
     scaled = control.step(inputs(only_a, owners={
         ("ReplicaSet", "b"): control.OwnerFacts(exists=False)}), restarted, now_ms=10)
-    assert scaled.memory.state.delay is None
+    assert scaled.memory.persisted.state.delay is None
 
 
 def test_a_failed_configmap_write_keeps_the_previous_assignment_and_retries():
@@ -120,12 +120,13 @@ def test_a_failed_configmap_write_keeps_the_previous_assignment_and_retries():
     assert joined.plan is not None
     assert joined.plan.revoking
     failed = joined.failed(frozenset({W("a")}), retry_ms=500)
-    assert failed.memory.state.assignments[W("a")] == first.memory.state.assignments[W("a")]
-    assert failed.memory.last_key is None  # the next round plans even if nothing changes
+    before = first.memory.persisted.state.assignments[W("a")]
+    assert failed.memory.persisted.state.assignments[W("a")] == before
+    assert failed.memory.volatile.last_key is None  # the next round plans even if nothing changes
     assert failed.wake_at_ms is not None
     assert failed.wake_at_ms <= 10 + 500
     assert failed.status is not None
-    assert failed.status.state == failed.memory.state
+    assert failed.status.state == failed.memory.persisted.state
 
 
 def test_restore_keeps_a_resource_only_in_the_newest_configmap_that_assigns_it():
@@ -170,14 +171,16 @@ def test_ten_thousand_members_joining_and_leaving_under_random_names_leave_no_en
                                now_ms=now, caches=caches)
         memory = decided.memory
         live = {m.id: m for m in settle(decided, list(live.values()))}
-    assert memory.state.assignments == {}
-    assert memory.state.lost == {}
-    assert memory.state.incarnations == {}
-    assert memory.state.assigned_at == {}
-    assert memory.state.revoking == {}
-    for field in ("good_reports", "given", "pod_owners", "permanent", "configmaps"):
-        assert not getattr(memory, field), field
-    assert not [e for e in memory.reported.entries if e[2]]
+    assert memory.persisted.state.assignments == {}
+    assert memory.persisted.state.lost == {}
+    assert memory.persisted.state.incarnations == {}
+    assert memory.persisted.state.assigned_at == {}
+    assert memory.persisted.state.revoking == {}
+    for part, field in (("volatile", "good_reports"), ("persisted", "given"),
+                        ("persisted", "pod_owners"), ("volatile", "permanent"),
+                        ("persisted", "configmaps")):
+        assert not getattr(getattr(memory, part), field), field
+    assert not [e for e in memory.volatile.reported.entries if e[2]]
     assert caches.claims == {}
     assert caches.members.members == {}
     assert caches.members.matches == {}
@@ -208,7 +211,7 @@ def test_the_members_memo_never_changes_who_is_a_member():
     for inputs, memory, now_ms, _ in sim.steps:
         observed = liveness.observe(observed, inputs.leases, now_ms=now_ms)
         kwargs = {"pods": inputs.pods, "leases": inputs.leases,
-                  "last_good": memory.good_reports, "now_ms": now_ms, "observed": observed}
+                  "last_good": memory.volatile.good_reports, "now_ms": now_ms, "observed": observed}
         fast = snapshot.collect_members(inputs.group, memo=memo, **kwargs)
         slow = snapshot.collect_members(inputs.group, **kwargs)
         assert (fast.members, fast.reports, fast.issues, fast.next_expiry_ms, fast.pods) == \

@@ -74,7 +74,7 @@ def test_a_terminating_pod_whose_worker_left_hands_its_work_over_in_the_next_rou
     # The worker left (stopped everything, deleted its Lease); the pod is still there.
     left = control.step(inputs(members, terminating=("b",), pods_only=("b",)),
                         sigterm.memory, now_ms=300)
-    assert left.memory.state.delay is None
+    assert left.memory.persisted.state.delay is None
     assert left.plan is not None
     assert not left.plan.unassigned
     assert handed_to_others(left, "b", b.owned)
@@ -87,9 +87,9 @@ def test_a_planned_departure_is_remembered_when_the_pod_is_gone_by_the_next_roun
     sigterm = control.step(inputs(members, terminating=("b",)), memory, now_ms=200)
     rest = [m for m in members if m.id != "b"]
     gone = control.step(inputs(rest), sigterm.memory, now_ms=300)
-    assert gone.memory.state.delay is None
+    assert gone.memory.persisted.state.delay is None
     assert handed_to_others(gone, "b", b.owned)
-    assert gone.memory.terminating == frozenset()  # forgotten once handled
+    assert gone.memory.persisted.terminating == frozenset()  # forgotten once handled
 
 
 def test_a_planned_departure_never_assigns_work_its_member_still_reports_owning():
@@ -112,7 +112,7 @@ def test_a_vanished_pod_is_unplanned_and_waits_for_the_delay(policy: model.Polic
     memory, members = converged(policy)
     rest = [m for m in members if m.id != "b"]
     gone = control.step(inputs(rest, policy=policy), memory, now_ms=300)
-    assert gone.memory.state.delay is not None
+    assert gone.memory.persisted.state.delay is not None
     assert gone.plan is not None
     assert gone.plan.unassigned
 
@@ -123,25 +123,25 @@ def test_kip415_waits_the_delay_even_for_a_planned_departure():
     sigterm = control.step(inputs(members, policy=kip, terminating=("b",)), memory, now_ms=200)
     left = control.step(inputs(members, policy=kip, terminating=("b",), pods_only=("b",)),
                         sigterm.memory, now_ms=300)
-    assert left.memory.state.delay is not None
+    assert left.memory.persisted.state.delay is not None
     assert left.plan is not None
     assert left.plan.unassigned
 
 
 def test_a_restarted_operator_that_never_saw_the_pod_terminate_treats_it_as_unplanned():
     memory, members = converged()
-    forgetful = dataclasses.replace(memory, terminating=frozenset())
+    forgetful = memory.replace(terminating=frozenset())
     rest = [m for m in members if m.id != "b"]
     gone = control.step(inputs(rest), forgetful, now_ms=300)
-    assert gone.memory.state.delay is not None
+    assert gone.memory.persisted.state.delay is not None
 
 
 def test_only_a_terminating_pod_of_a_live_member_is_recorded():
     memory, members = converged()
     sigterm = control.step(inputs(members, terminating=("b",)), memory, now_ms=200)
-    assert {name for name, _ in sigterm.memory.terminating} == {"b"}
+    assert {name for name, _ in sigterm.memory.persisted.terminating} == {"b"}
     back = control.step(inputs(members), sigterm.memory, now_ms=300)  # deletion cancelled?
-    assert {name for name, _ in back.memory.terminating} == {"b"}  # b's pod uid unchanged
+    assert {name for name, _ in back.memory.persisted.terminating} == {"b"}  # b's pod uid unchanged
 
 
 def test_a_departure_whose_work_waits_persists_it_before_deleting_the_configmap():
@@ -162,7 +162,7 @@ def test_a_departure_whose_work_waits_persists_it_before_deleting_the_configmap(
     doc = {"state": state.encode(persisted.state, owners=persisted.owners,
                                  member_epoch=persisted.member_epoch,
                                  epoch_floor=persisted.epoch_floor)}
-    before = memory.state  # a's and c's documents are still the converged ones
+    before = memory.persisted.state  # a's and c's documents are still the converged ones
     configmaps = {}
     for m in rest:
         message = state.assignment_message(
@@ -170,7 +170,7 @@ def test_a_departure_whose_work_waits_persists_it_before_deleting_the_configmap(
                 before.assignments[m.id], model.EMPTY, before.assigned_at[m.id]),
             protocol=model.Protocol.COMPATIBLE, policy="kooper", delay_ms=0, leader="",
             epochs=before.epochs, configs={}, states={}, incarnation="1",
-            member_epoch=memory.member_epochs[m.id][1])
+            member_epoch=memory.persisted.member_epochs[m.id][1])
         configmaps[str(m.id)] = views.ConfigMapView(
             namespace=modelled.NAMESPACE, name=views.configmap_name(m.id), group=GROUP,
             member=m.id, resource_version="1", text=codec.encode_assignment(message))
@@ -178,4 +178,4 @@ def test_a_departure_whose_work_waits_persists_it_before_deleting_the_configmap(
     after = control.step(dataclasses.replace(inputs(rest), configmaps=configmaps), restored,
                          now_ms=400)
     assert not handed_to_others(after, "b", b.owned)
-    assert after.memory.state.lost.get(W("b")) == b.owned
+    assert after.memory.persisted.state.lost.get(W("b")) == b.owned

@@ -125,7 +125,7 @@ def tasks_of(found: dict[str, object]) -> dict[str, dict[str, object]]:
 
 
 def planned_restarts(group: Group) -> list[int]:
-    return [r.next_at_ms for r in (group.memory.failures or {}).values()
+    return [r.next_at_ms for r in (group.memory.persisted.failures or {}).values()
             if r.next_at_ms is not None]
 
 
@@ -269,8 +269,9 @@ def test_a_restarted_operator_keeps_the_restart_count_from_the_connector_status(
     planner = group.memory
     fresh = Group(member, connectors=[connector(max_restarts=2, backoff_s=0,
                                                 status_=dict(found))],
-                  memory=control.Memory(state=planner.state, given=planner.given,
-                                        configmaps=planner.configmaps))
+                  memory=control.Memory.of(state=planner.persisted.state,
+                                           given=planner.persisted.given,
+                                           configmaps=planner.persisted.configmaps))
     fresh.now_ms = group.now_ms
     steps = [fresh.step() for _ in range(3)]
     assert not any("TaskRestarted" in reasons(s) for s in steps)  # none past maxRestarts
@@ -301,8 +302,9 @@ def test_an_upgraded_operator_keeps_an_older_kooper_s_failed_task_failed_and_rew
     assert {task["state"] for task in older["tasks"]} == {"RUNNING", "FAILED"}
     planner = group.memory
     fresh = Group(member, connectors=[connector(max_restarts=2, backoff_s=0, status_=older)],
-                  memory=control.Memory(state=planner.state, given=planner.given,
-                                        configmaps=planner.configmaps))
+                  memory=control.Memory.of(state=planner.persisted.state,
+                                           given=planner.persisted.given,
+                                           configmaps=planner.persisted.configmaps))
     fresh.now_ms = group.now_ms
     steps = [fresh.step() for _ in range(3)]
     assert not any("TaskRestarted" in reasons(s) for s in steps)  # still past maxRestarts
@@ -330,7 +332,7 @@ def test_a_failure_is_about_its_placement_and_is_forgotten_when_the_task_moves()
     group = Group(Member("a", failing={"A-0": "boom"}), connectors=[connector(tasks=1)])
     group.settle()
     group.step()
-    assert group.memory.failures
+    assert group.memory.persisted.failures
     group.connectors = [connector(tasks=0)]
     group.settle()
-    assert not group.memory.failures
+    assert not group.memory.persisted.failures

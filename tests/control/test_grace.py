@@ -138,7 +138,7 @@ def test_a_member_leaving_late_in_anothers_delay_gets_its_own_full_grace(restart
     group.settle(T0 + DELAY + 60_000)
     held = group.holders()
     assert all(held[r] == "w3" for r in w3)
-    assert group.memory.state.delay is None
+    assert group.memory.persisted.state.delay is None
 
 
 def test_a_member_that_never_returns_is_given_away_when_its_own_delay_ends():
@@ -153,7 +153,7 @@ def test_a_member_that_never_returns_is_given_away_when_its_own_delay_ends():
     group.settle(T0 + 290_000 + DELAY)
     held = group.holders()
     assert all(r in held for r in (*w2, *w3))
-    assert group.memory.state.delay is None
+    assert group.memory.persisted.state.delay is None
 
 
 def test_kip415_keeps_one_deadline_for_every_departure_as_the_kip_says():
@@ -162,8 +162,8 @@ def test_kip415_keeps_one_deadline_for_every_departure_as_the_kip_says():
     group.settle(T0)
     del group.members[W("w3")]
     group.settle(T0 + 290_000)
-    assert group.memory.state.delay is not None
-    assert group.memory.state.delay.departures == {}
+    assert group.memory.persisted.state.delay is not None
+    assert group.memory.persisted.state.delay.departures == {}
     group.settle(T0 + DELAY)
     held = group.holders()
     assert all(r in held for r in (*w2, *w3)), "KIP-415: all lost work goes at the deadline"
@@ -188,5 +188,5 @@ def test_a_pod_seen_terminating_before_an_operator_restart_still_leaves_as_plann
     group.settle(T0 + 5_000)
     held = group.holders()
     assert all(r in held for r in w3), "planned: handed over at once, not waiting for w3"
-    assert group.memory.state.delay is None
-    assert group.memory.terminating == frozenset()  # forgotten once handled
+    assert group.memory.persisted.state.delay is None
+    assert group.memory.persisted.terminating == frozenset()  # forgotten once handled

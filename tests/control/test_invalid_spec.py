@@ -65,6 +65,6 @@ def test_fixing_the_spec_plans_and_forgets_the_report():
     fixed = control.step(inputs(invalid=""), refused.memory, now_ms=1_000)
     assert fixed.plan is not None
     assert not fixed.refused
-    assert not any(e[0] == "InvalidSpec" for e in fixed.memory.reported.entries)
+    assert not any(e[0] == "InvalidSpec" for e in fixed.memory.volatile.reported.entries)
     broken_again = control.step(inputs(), fixed.memory, now_ms=2_000)
     assert [e.reason for e in broken_again.events] == ["InvalidSpec"]

@@ -126,7 +126,7 @@ def test_a_scale_out_from_2_to_20_moves_at_most_the_cap_per_round_and_ends_balan
     assert sum(loads) == 1010
     paced = [r for r in group.rounds if "BalancingPaced" in reasons(r)]
     assert len(paced) == -(-MOVES // cap) - 1  # the last batch fits the cap
-    assert group.memory.paced == 0
+    assert group.memory.volatile.paced == 0
     assert group.rounds[-1].status is not None
     assert group.rounds[-1].status.facts.paced == 0
 

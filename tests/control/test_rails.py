@@ -44,8 +44,8 @@ class Group:
             pass
 
     def unassigned(self) -> int:
-        assert self.memory.last_plan is not None
-        return len(self.memory.last_plan.unassigned)
+        assert self.memory.volatile.last_plan is not None
+        return len(self.memory.volatile.last_plan.unassigned)
 
 
 def reasons(decided: control.Step) -> list[str]:
@@ -98,7 +98,7 @@ def test_an_operator_override_releases_the_hold_at_once():
     assert "ReassignmentReleased" in reasons(released)
     group.settle(2_000)
     assert group.unassigned() == 0
-    assert group.memory.hold_released == "now"
+    assert group.memory.volatile.hold_released == "now"
 
 
 def test_one_departure_of_four_does_not_hold():

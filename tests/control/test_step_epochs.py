@@ -50,7 +50,7 @@ def test_every_member_gets_its_own_epoch_and_keeps_it_while_it_stays():
     written = epochs_written(second)
     assert written["c"] == 3
     assert {written[m] for m in written if m != "c"} <= {1, 2}
-    assert second.memory.member_epochs[W("a")] == ("1", 1, 0)
+    assert second.memory.persisted.member_epochs[W("a")] == ("1", 1, 0)
 
 
 def test_a_departure_retires_the_epoch_and_a_return_gets_a_new_one():
@@ -58,7 +58,7 @@ def test_a_departure_retires_the_epoch_and_a_return_gets_a_new_one():
     members = applied(first, [member("a"), member("b")])
     gone = control.step(inputs(members[:1]), first.memory, now_ms=10)
     assert gone.deletes == (W("b"),)
-    assert W("b") not in gone.memory.member_epochs
+    assert W("b") not in gone.memory.persisted.member_epochs
     back = control.step(inputs([members[0], member("b")]), gone.memory, now_ms=20)
     assert epochs_written(back)["b"] == 3  # never 2 again
 
@@ -80,7 +80,7 @@ def test_a_member_that_fenced_itself_in_its_epoch_gets_a_new_one_once():
     later = control.step(inputs([fenced[0], dataclasses.replace(fenced[1], generation=0)],
                                 {"a": 1, "b": 2}), renewed.memory, now_ms=30)
     assert "b" not in epochs_written(later)
-    assert later.memory.member_epochs[W("b")][1] == 3
+    assert later.memory.persisted.member_epochs[W("b")][1] == 3
 
 
 def test_a_member_that_fenced_before_it_saw_any_epoch_gets_one_issued_for_its_rejoin():
@@ -96,7 +96,7 @@ def test_a_member_that_fenced_before_it_saw_any_epoch_gets_one_issued_for_its_re
     later = control.step(inputs([rejoined[0], dataclasses.replace(rejoined[1], generation=0)],
                                 {"a": 1}), renewed.memory, now_ms=30)
     assert "b" not in epochs_written(later)
-    assert later.memory.member_epochs[W("b")] == ("1", 3, 1)
+    assert later.memory.persisted.member_epochs[W("b")] == ("1", 3, 1)
 
 
 def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
@@ -113,8 +113,8 @@ def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
         for w in first.configmap_writes if w.member == "a"}
     group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
     memory = control.restored(group, configmaps)
-    assert memory.member_epochs == {W("a"): ("1", 1, 0)}
-    assert memory.member_epoch == 2
+    assert memory.persisted.member_epochs == {W("a"): ("1", 1, 0)}
+    assert memory.persisted.member_epoch == 2
     back = control.step(inputs([members[0], member("b")], status={"state": persisted},
                                configmaps=configmaps), memory, now_ms=20)
     assert epochs_written(back)["b"] == 3
@@ -259,7 +259,7 @@ def test_a_leader_that_forgot_the_assignments_never_keeps_work_at_an_epoch_issue
         for doc in (a_doc, b_doc) if documented or doc is a_doc}
     group = modelled.group(GROUP, kip415)
     memory = control.restored(group, configmaps)
-    memory = dataclasses.replace(memory, state=assignor.forget(memory.state))
+    memory = memory.replace(state=assignor.forget(memory.persisted.state))
     a = dataclasses.replace(a, owned=a_doc.assigned, generation=2)
     b = dataclasses.replace(member("b"), owned=b_doc.revoked, generation=2)
     plain = inputs([a, b], {"a": 1, "b": 2}, configmaps=configmaps)

@@ -57,7 +57,7 @@ def test_a_worker_clock_7s_behind_does_not_expire_its_lease_early():
     # before lease + margin after it *observed* the last renewal: T0 + 100 + 35 s.
     for now in (T0 + 28_100, T0 + 30_000, T0 + 35_099):
         decided = control.step(inputs([(a, T0 - 7_000 + 1), (b, now)]), memory, now_ms=now)
-        plan = decided.plan or memory.last_plan
+        plan = decided.plan or memory.volatile.last_plan
         assert plan is not None
         assert W("a") in plan.members
         assert all(not (w.assigned.intersection(a.owned)) for w in decided.configmap_writes)
@@ -84,14 +84,14 @@ def test_the_wake_up_is_at_the_observed_expiry():
 
 def test_a_new_leader_treats_every_lease_as_observed_now():
     memory, (a, b) = settled(-7_000)
-    fresh = dataclasses.replace(memory, observed={})  # restored(): nothing observed yet
+    fresh = memory.replace(observed={})  # restored(): nothing observed yet
     at = T0 + 34_000
     decided = control.step(inputs([(a, T0 - 7_000 + 1), (b, at)]), fresh, now_ms=at)
     assert decided.deletes == ()
-    assert decided.memory.observed["kooper-a"][1] == at
+    assert decided.memory.volatile.observed["kooper-a"][1] == at
     renewed = inputs([(a, T0 - 7_000 + 2), (b, at)]).leases
-    assert liveness.observe(decided.memory.observed, renewed, now_ms=at + 5)["kooper-a"][1] \
-        == at + 5
+    observed = liveness.observe(decided.memory.volatile.observed, renewed, now_ms=at + 5)
+    assert observed["kooper-a"][1] == at + 5
 
 
 def test_a_forged_copy_of_another_members_lease_is_ignored_with_an_event():

@@ -148,7 +148,7 @@ def test_a_new_leader_counts_the_budget_from_its_first_step():
     """Observations are not persisted: a new leader that finds a member's pod replaced
     cannot know when the old process last renewed, so it waits a whole budget."""
     memory, a, b = settled()
-    fresh = dataclasses.replace(memory, observed={})
+    fresh = memory.replace(observed={})
     a2 = member("a", incarnation="2")
     start = T0 + 40_000
     times = (start, start + BUDGET_MS - 1)

@@ -62,7 +62,7 @@ class StepCluster(kafka.Cluster):
                  **kwargs: Any) -> None:
         super().__init__(policy, **kwargs)
         self.spec = dict(spec or {})
-        self.memory = control.Memory(state=self.state)
+        self.memory = control.Memory.of(state=self.state)
         self.modelled = modelled.Members(GROUP)
 
     def plan(self) -> model.Plan:
@@ -72,7 +72,7 @@ class StepCluster(kafka.Cluster):
                                 connectors=modelled.connectors(GROUP, self.connectors),
                                 gone_means_stopped=True)  # Kafka's workers stop as they leave
         # Kafka's initAssignor() (``new_leader``) reaches the step as a forgotten state.
-        memory = dataclasses.replace(self.memory, state=self.state, last_key=None)
+        memory = self.memory.replace(state=self.state, last_key=None)
         owners = {owner: control.OwnerFacts(exists=True)  # no departure is known permanent
                   for owner in control.owners_to_read(inputs, memory)}
         decided = control.step(dataclasses.replace(inputs, owners=owners), memory,

@@ -57,7 +57,7 @@ def test_the_standby_takes_over_from_persisted_state_and_nothing_runs_twice(
         wait_for(lambda: b.shell.runners, what="op-b runs the group")
         # It resumes from the persisted state: the same generation, nothing moved.
         runner = b.quiet_after(1)
-        assert runner.memory.state.generation >= generation
+        assert runner.memory.persisted.state.generation >= generation
         assert settled(fleet, emulated, resources=5, members=2)
         # ...and keeps rebalancing.
         fleet.add("w-2")

@@ -9,7 +9,6 @@ ConfigMaps it deletes are exactly the simulator's, round by round.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -180,5 +179,5 @@ def test_a_recorded_round_is_a_pure_function_of_its_inputs_and_memory():
         again = control.step(inputs, memory, now_ms=now_ms)
         assert again.configmap_writes == decided.configmap_writes
         assert again.deletes == decided.deletes
-        assert dataclasses.replace(again.memory, last_plan=None) == \
-            dataclasses.replace(decided.memory, last_plan=None)
+        assert again.memory.replace(last_plan=None) == \
+            decided.memory.replace(last_plan=None)

@@ -71,8 +71,8 @@ def judge(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.M
     for member, pod in absent_members(inputs, memory):
         if member in members:
             continue
-        if member in memory.permanent:
-            judged[member] = memory.permanent[member]
+        if member in memory.volatile.permanent:
+            judged[member] = memory.volatile.permanent[member]
             continue
         if planned(member, pod, seen):
             judged[member] = True

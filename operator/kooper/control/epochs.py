@@ -32,12 +32,12 @@ def member_epochs(memory: Memory, plan: model.Plan,
     from a worker that does not count, fenced in its current epoch). A member that is
     not in the plan has none: its epoch is retired with it.
     """
-    issued = max([memory.member_epoch, *(r.member_epoch for r in reports.values())])
+    issued = max([memory.persisted.member_epoch, *(r.member_epoch for r in reports.values())])
     result: dict[ids.WorkerId, Membership] = {}
     fresh: set[ids.WorkerId] = set()
     for member in sorted(plan.members):
         incarnation = plan.state.incarnations.get(member, "")
-        known = memory.member_epochs.get(member)
+        known = memory.persisted.member_epochs.get(member)
         report = reports.get(member)
         retired = known is not None and report is not None and (
             report.rejoins > known[2]
@@ -60,17 +60,17 @@ def floored(memory: Memory, inputs: Inputs) -> Memory:
     every epoch handed out later (``PlanState.epoch_base``): a resource a ConfigMap
     still assigns at an old epoch may have run at a larger one, handed out by an older
     leader in a document revoked since and recorded in no status it wrote."""
-    epochs = dict(memory.state.epochs)
-    floor = memory.epoch_floor
-    assigned = memory.state.assignments
+    epochs = dict(memory.persisted.state.epochs)
+    floor = memory.persisted.epoch_floor
+    assigned = memory.persisted.state.assignments
     for connector in inputs.connectors:
         tasks = 0 if connector.state == "stopped" else connector.tasks_max
         for resource in snapshot.restart_resources(connector.name, tasks):
             if epochs.get(resource, 0) < floor and not any(
                     resource in mine for mine in assigned.values()):
                 epochs[resource] = floor
-    state = dataclasses.replace(memory.state, epochs=epochs, epoch_base=floor)
-    return dataclasses.replace(memory, state=state, floor_pending=False)
+    state = dataclasses.replace(memory.persisted.state, epochs=epochs, epoch_base=floor)
+    return memory.replace(state=state, floor_pending=False)
 
 
 def unpersisted(memory: Memory) -> tuple[int, int] | None:
@@ -83,8 +83,8 @@ def unpersisted(memory: Memory) -> tuple[int, int] | None:
     them again (two members started one task at one epoch). So such a round writes the
     status first.
     """
-    wanted = (memory.member_epoch, memory.epoch_floor)
-    persisted = memory.persisted_epochs
+    wanted = (memory.persisted.member_epoch, memory.persisted.epoch_floor)
+    persisted = memory.persisted.persisted_epochs
     if wanted[0] <= persisted[0] and wanted[1] <= persisted[1]:
         return None
     return max(wanted[0], persisted[0]), max(wanted[1], persisted[1])

@@ -2,15 +2,17 @@
 
 ``Inputs`` are the watched objects plus the few reads the shell makes for a step
 (the owners of gone pods, ConfigMaps that look edited). ``Memory`` is what a step
-hands the next; a leader that just started builds it with ``restored`` from what
-the API holds. Later rounds' needs (rollout handoff, membership epochs) add fields
-here, with defaults, so every runner keeps working unchanged.
+hands the next, in two parts: ``Persisted``, what a leader that just started reads
+back (``restored``, from what the API holds), and ``Volatile``, what only the running
+process saw. A new fact goes in one of them, with a default, so every runner keeps
+working unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, state, views
 from kooper.core import assignor, ids, model
@@ -77,13 +79,11 @@ member's ``rejoins`` count it was issued for)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Memory:
-    """What one step hands the next (see the module docstring for what is persisted)."""
+class Persisted:
+    """What a restarted leader reads back (``restored``): ``status.state``, the ConfigMaps,
+    the Connector statuses. Every decision that must survive a restart rests on these."""
 
     state: model.PlanState = dataclasses.field(default_factory=model.PlanState)
-    good_reports: Mapping[ids.WorkerId, messages.Report] = dataclasses.field(
-        default_factory=dict)
-    """The last usable report per member, used while its current one is malformed."""
     given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] = dataclasses.field(
         default_factory=dict)
     """member → (incarnation, everything written to its ConfigMap since)."""
@@ -93,16 +93,15 @@ class Memory:
     (``kooper replay``'s model of Kafka's new leader). Kept until its first round
     (``control.epochs.unissued``)."""
     pod_owners: Mapping[str, Owner] = dataclasses.field(default_factory=dict)
-    permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
-    """Absent members already judged (permanently departed, or leaving on purpose: True)."""
+    """pod → its owner (``status.state.owners``)."""
     terminating: frozenset[tuple[str, str]] = frozenset()
     """(member, pod uid) of live members whose pod was seen terminating
-    (``control.departures``; persisted in ``status.state.terminating``, so a restarted
-    operator still judges such a departure planned)."""
+    (``control.departures``; ``status.state.terminating``, so a restarted operator still
+    judges such a departure planned)."""
     configmaps: frozenset[ids.WorkerId] = frozenset()
     """Members whose ConfigMap this operator wrote and has not deleted."""
     restarts_done: restarts.Done = dataclasses.field(default_factory=dict)
-    restarts_pending: restarts.Pending = dataclasses.field(default_factory=dict)
+    """connector → the restart record acted on (``Connector.status.restart``)."""
     member_epochs: Mapping[ids.WorkerId, Membership] = dataclasses.field(
         default_factory=dict)
     """member → (incarnation, its current membership epoch, the ``rejoins`` count it was
@@ -121,44 +120,92 @@ class Memory:
         dataclasses.field(default_factory=dict)
     """connector → (config, state) the members' documents carry (``control.settings``;
     rebuilt from the ConfigMaps after a restart)."""
-    revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
-        default_factory=dict)
-    """member → the foreign claims its last document already revoked (``control.claims``)."""
-    observed: liveness.Observed = dataclasses.field(default_factory=dict)
-    """When this operator first saw each Lease's current version (``liveness.observe``);
-    not persisted: a new leader observes every Lease anew, which only delays expiries."""
-    vanished: Mapping[ids.WorkerId, liveness.Vanished] = dataclasses.field(
-        default_factory=dict)
-    """Members whose pod vanished while their process may still run, kept until their
-    fence budget ran out (``liveness.vanished``); not persisted: a new leader that finds
-    a member's pod gone or replaced times it from its first step."""
-    reported: events.Reported = dataclasses.field(default_factory=events.Reported)
-    last_key: object = None
-    last_plan: model.Plan | None = None
     failures: Mapping[str, failures.Record] | None = None
     """Failed resources (``control.failures``); None: read them from the Connector statuses."""
     task_restarts: Mapping[str, str] | None = None
+    """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
+    learned: adaptive.Learned = dataclasses.field(default_factory=adaptive.Learned)
+    """Observed returns and handoffs (``control.adaptive``; ``status.state.adaptive``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Volatile:
+    """What only this process saw: a restarted leader starts without it, and that only
+    delays or repeats something (an expiry observed anew, an Event posted again, a
+    handoff not timed), never changes who runs what."""
+
+    good_reports: Mapping[ids.WorkerId, messages.Report] = dataclasses.field(
+        default_factory=dict)
+    """The last usable report per member, used while its current one is malformed (after
+    a restart such a member is no member until it reports again)."""
+    permanent: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    """Absent members already judged (permanently departed, or leaving on purpose: True);
+    re-judged from a fresh read after a restart."""
+    observed: liveness.Observed = dataclasses.field(default_factory=dict)
+    """When this operator first saw each Lease's current version (``liveness.observe``): a
+    new leader observes every Lease anew, which only delays expiries."""
+    vanished: Mapping[ids.WorkerId, liveness.Vanished] = dataclasses.field(
+        default_factory=dict)
+    """Members whose pod vanished while their process may still run, kept until their
+    fence budget ran out (``liveness.vanished``): a new leader that finds a member's pod
+    gone or replaced times it from its first step."""
+    reported: events.Reported = dataclasses.field(default_factory=events.Reported)
+    """Problems already posted as Events (each once)."""
+    last_key: object = None
+    """The last planned round's inputs: a round with the same skips planning."""
+    last_plan: model.Plan | None = None
     rejected: Mapping[str, tuple[object, str]] = dataclasses.field(default_factory=dict)
+    """Connectors left out because no document with them fits (``control.containment``)."""
     held: bool = False
     """Reassignment was held last round (``control.rails``)."""
     hold_released: str = ""
     """The ``kooper.dev/release-hold`` value acted on."""
     paced: int = 0
     """Balancing moves the last paced round left for later (``control.pacing``; shown in
-    status, not persisted)."""
-    learned: adaptive.Learned = dataclasses.field(default_factory=adaptive.Learned)
-    """Observed returns and handoffs (``control.adaptive``; ``status.state.adaptive``)."""
+    status)."""
     handing: Mapping[ids.WorkerId, tuple[int, int, str]] = dataclasses.field(
         default_factory=dict)
     """member → (generation, when written, incarnation) of a document that newly assigned
-    it work and that it has not reported applying yet (a handoff being timed; not persisted: a
-    restarted leader loses those samples, nothing else)."""
-    """Connectors left out because no document with them fits (``control.containment``)."""
-    """connector → the ``kooper.dev/restart-task`` value acted on; None: read from statuses."""
+    it work and that it has not reported applying yet (a handoff being timed: a restarted
+    leader loses those samples of ``learned``, nothing else)."""
+    revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks] = dataclasses.field(
+        default_factory=dict)
+    """member → the foreign claims its last document already revoked (``control.claims``)."""
+    restarts_pending: restarts.Pending = dataclasses.field(default_factory=dict)
+    """Restarts asked for whose writes failed (done again in full after a restart)."""
+
+
+_PERSISTED = frozenset(f.name for f in dataclasses.fields(Persisted))
+_VOLATILE = frozenset(f.name for f in dataclasses.fields(Volatile))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Memory:
+    """What one step hands the next: what survives a restart, and what does not."""
+
+    persisted: Persisted = dataclasses.field(default_factory=Persisted)
+    volatile: Volatile = dataclasses.field(default_factory=Volatile)
+
+    @classmethod
+    def of(cls, **fields: Any) -> Memory:
+        """A memory from the fields of both parts, by name (the rest default)."""
+        return cls().replace(**fields)
+
+    def replace(self, **changes: Any) -> Memory:
+        """This memory with ``changes``, each a field of ``Persisted`` or ``Volatile``."""
+        unknown = changes.keys() - _PERSISTED - _VOLATILE
+        if unknown:
+            raise TypeError(f"Memory has no field {sorted(unknown)[0]!r}")
+        persisted = {k: v for k, v in changes.items() if k in _PERSISTED}
+        volatile = {k: v for k, v in changes.items() if k in _VOLATILE}
+        return Memory(
+            dataclasses.replace(self.persisted, **persisted) if persisted else self.persisted,
+            dataclasses.replace(self.volatile, **volatile) if volatile else self.volatile)
 
     def members(self) -> frozenset[str]:
         """Every member any per-member map may hold an entry for."""
-        return frozenset({*self.state.assignments, *self.state.lost, *self.configmaps})
+        state = self.persisted.state
+        return frozenset({*state.assignments, *state.lost, *self.persisted.configmaps})
 
 
 class Caches:
@@ -222,7 +269,8 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
                        result.member_rejoins.get(member, 0))
               for member, epoch in result.member_epochs.items()
               if member in planner.assignments}
-    return Memory(state=planner, given=given, documents=documents, pod_owners=state.restore_owners(
+    return Memory.of(
+        state=planner, given=given, documents=documents, pod_owners=state.restore_owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
         settings_written=result.settings,
@@ -242,7 +290,7 @@ def leased_members(group: views.GroupView, pods: Iterable[views.PodView],
 
 def absent_members(inputs: Inputs, memory: Memory) -> list[tuple[str, views.PodView | None]]:
     """Members the state knows whose pod is gone or terminating (departure candidates)."""
-    known = memory.state.assignments.keys() | memory.state.lost.keys()
+    known = memory.persisted.state.assignments.keys() | memory.persisted.state.lost.keys()
     if not known:
         return []
     pods = _pods_by_name(inputs.pods)
@@ -275,14 +323,14 @@ def _pods_by_name(pods: Sequence[views.PodView]) -> dict[str, views.PodView]:
 def owner_of(member: str, pod: views.PodView | None, memory: Memory) -> Owner:
     if pod is not None and pod.owner_kind:
         return pod.owner_kind, pod.owner_name
-    return memory.pod_owners.get(member, ("", ""))
+    return memory.persisted.pod_owners.get(member, ("", ""))
 
 
 def owners_to_read(inputs: Inputs, memory: Memory) -> frozenset[Owner]:
     """The pod owners the shell should read before ``step`` (to judge departures)."""
     wanted: set[Owner] = set()
     for member, pod in absent_members(inputs, memory):
-        if member in memory.permanent:
+        if member in memory.volatile.permanent:
             continue
         kind, name = owner_of(member, pod, memory)
         if kind in liveness.PERMANENT_OWNER_KINDS and name:

@@ -27,7 +27,7 @@ def book(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int
             for resource in judged.manual:
                 if held is not None and resource in held.assigned.tasks:
                     owner = ids.task_connector(resource)
-                    old = (d.memory.task_restarts or {}).get(owner)
+                    old = (d.memory.persisted.task_restarts or {}).get(owner)
                     if old is None:
                         task_restarts.pop(owner, None)
                     else:
@@ -40,9 +40,9 @@ def learn(d: Decision, failed: frozenset[ids.WorkerId]
     """What this round observed of returns and handoffs (``control.adaptive``)."""
     memory, snap, plan, now = d.memory, d.planned.snap, d.planned.plan, d.now_ms
     max_delay = d.inputs.group.settings.max_delay_ms
-    learned = adaptive.returned(memory.learned, snap.members, now_ms=now,
+    learned = adaptive.returned(memory.persisted.learned, snap.members, now_ms=now,
                                 max_delay_ms=max_delay)
-    gone = memory.state.assignments.keys() - snap.members.keys()
+    gone = memory.persisted.state.assignments.keys() - snap.members.keys()
     if gone:
         # Known-permanent departures (a scale-down) never return: they teach nothing.
         learned = adaptive.departed(learned, sorted(
@@ -50,7 +50,7 @@ def learn(d: Decision, failed: frozenset[ids.WorkerId]
             or departures.planned(m, d.seen.found.pods.get(m), d.seen.seen)), now_ms=now)
     handing: dict[ids.WorkerId, tuple[int, int, str]] = {}
     samples: list[int] = []
-    for member, (generation, at, incarnation) in memory.handing.items():
+    for member, (generation, at, incarnation) in memory.volatile.handing.items():
         report = snap.members.get(member)
         if report is None or report.incarnation != incarnation:
             continue  # departed (or restarted) before it applied: no sample

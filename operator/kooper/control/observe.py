@@ -20,30 +20,31 @@ from kooper.protocol import messages
 def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> Observation:
     """The members of this round (see the module docstring)."""
     group = inputs.group
-    observed = liveness.observe(memory.observed, inputs.leases, now_ms=now_ms)
+    observed = liveness.observe(memory.volatile.observed, inputs.leases, now_ms=now_ms)
     found = snapshot.collect_members(group, pods=inputs.pods, leases=inputs.leases,
-                                     last_good=memory.good_reports, now_ms=now_ms,
+                                     last_good=memory.volatile.good_reports, now_ms=now_ms,
                                      memo=caches.members, observed=observed)
     vanished: Mapping[ids.WorkerId, liveness.Vanished] = {}
     if not inputs.gone_means_stopped:
         vanished = liveness.vanished(
-            memory.vanished, state=memory.state, live=found.members, pods=found.pods,
-            leases=inputs.leases, before=memory.observed, observed=observed,
-            reports=memory.good_reports, now_ms=now_ms,
-            documents=memory.given if memory.documents is not None else None,
+            memory.volatile.vanished, state=memory.persisted.state, live=found.members,
+            pods=found.pods,
+            leases=inputs.leases, before=memory.volatile.observed, observed=observed,
+            reports=memory.volatile.good_reports, now_ms=now_ms,
+            documents=memory.persisted.given if memory.persisted.documents is not None else None,
             default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
         found = snapshot.with_vanished(found, vanished)
     good: Mapping[ids.WorkerId, messages.Report] = found.reports
     if len(found.reports) != len(inputs.leases):  # some Lease is not (yet) a member
         leased = {lease.member for lease in inputs.leases}
-        good = {m: r for m, r in memory.good_reports.items() if m in leased}
+        good = {m: r for m, r in memory.volatile.good_reports.items() if m in leased}
         good.update(found.reports)
-    owners: Mapping[str, Owner] = memory.pod_owners
+    owners: Mapping[str, Owner] = memory.persisted.pod_owners
     if any(owners.get(pod.name) != (pod.owner_kind, pod.owner_name)
            for pod in found.new_pods if pod.owner_kind):
         owners = {**owners, **{pod.name: (pod.owner_kind, pod.owner_name)
                                for pod in found.new_pods if pod.owner_kind}}
-    seen = departures.terminating(found.pods, found.members, memory.terminating)
+    seen = departures.terminating(found.pods, found.members, memory.persisted.terminating)
     permanent = departures.judge(inputs, memory, found.members, seen)
     return Observation(observed=observed, found=found, vanished=vanished, good=good,
                        owners=owners, seen=seen, permanent=permanent)

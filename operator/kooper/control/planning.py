@@ -21,8 +21,8 @@ from kooper.core import assignor, model
 def plan(inputs: Inputs, memory: Memory, seen: Observation, now: Situation, *, now_ms: int,
          caches: Caches) -> Planned:
     """Plan the round (see the module docstring)."""
-    group, previous, snap = inputs.group, memory.state, now.snap
-    choice = adaptive.choose(memory.learned, max_delay_ms=group.settings.max_delay_ms)
+    group, previous, snap = inputs.group, memory.persisted.state, now.snap
+    choice = adaptive.choose(memory.persisted.learned, max_delay_ms=group.settings.max_delay_ms)
     if group.settings.policy is model.Policy.KOOPER and \
             choice.grace_ms != group.settings.max_delay_ms:
         # Not in the step's key: the grace only matters to a departure, which changes it.
@@ -36,12 +36,13 @@ def plan(inputs: Inputs, memory: Memory, seen: Observation, now: Situation, *, n
     planned = assignor.plan(snap, planning, now_ms=now_ms, configured=now.configured,
                             cache=caches.assignor)
     planned, paced = pacing.pace(planned, previous, snap, configured=now.configured,
-                                 limit=group.balancing_limit, pending=memory.paced,
+                                 limit=group.balancing_limit, pending=memory.volatile.paced,
                                  exempt={member for member, _ in seen.seen})
     if now.foreign:  # after pacing: these members must be rewritten whatever pacing left
-        planned = claims.revoke_foreign(planned, now.foreign, done=memory.revoked_claims)
+        planned = claims.revoke_foreign(planned, now.foreign, done=memory.volatile.revoked_claims)
     carried = settings.wanted(now.wanted.configs, now.wanted.states)
-    planned = settings.rewrite(planned, settings.changed(memory.settings_written, carried))
+    planned = settings.rewrite(planned,
+                               settings.changed(memory.persisted.settings_written, carried))
     # A member starting a new membership (it fenced itself, or came back) must apply its
     # document even where its work did not change: a generation it has not accepted yet.
     planned = reissue.reissue(planned, epochs.member_epochs(memory, planned, seen.good)[2])

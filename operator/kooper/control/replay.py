@@ -169,7 +169,7 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
             group.permanent.add(ids.WorkerId(worker))
     elif kind == "advance_time":
         if body.get("to") == "deadline":
-            delay = group.memory.state.delay
+            delay = group.memory.persisted.state.delay
             if delay is None:
                 raise ScenarioError(f"{where}: no delay is pending to advance to")
             group.now_ms = max(group.now_ms, delay.deadline_ms)
@@ -179,8 +179,7 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
         # The kooper policy persists its state (WorkerGroup status): a new leader
         # continues it. Under kip415 a new leader knows only the pending delay.
         if group.settings.policy is model.Policy.KIP415:
-            group.memory = dataclasses.replace(group.memory,
-                                               state=assignor.forget(group.memory.state))
+            group.memory = group.memory.replace(state=assignor.forget(group.memory.persisted.state))
     elif kind in ("connector_add", "connector_tasks"):
         name = _expect_type(body.get("connector"), str, f"{where}.connector")
         if kind == "connector_add" and name in group.connectors:
@@ -213,7 +212,7 @@ def _step(group: _Group) -> model.Plan:
                             pods=pods,
                             leases=leases, connectors=modelled.connectors(_NAME, group.connectors),
                             gone_means_stopped=True)  # Kafka's members stop as they leave
-    memory = dataclasses.replace(group.memory, last_key=None)  # a round always plans
+    memory = group.memory.replace(last_key=None)  # a round always plans
     owners = {owner: control.OwnerFacts(exists=ids.WorkerId(owner[1]) not in group.permanent)
               for owner in control.owners_to_read(inputs, memory)}
     decided = control.step(dataclasses.replace(inputs, owners=owners), memory,
@@ -296,7 +295,8 @@ def _group(body: Mapping[str, Any]) -> _Group:
         if max_moves is None:
             raise ScenarioError("max_moves_per_round: a count of at least 1 or a percentage "
                                 f"from 1% to 100%, got {body['max_moves_per_round']!r}")
-    group = _Group(settings, connectors, {}, control.Memory(state=model.PlanState(forgotten=True)),
+    group = _Group(settings, connectors, {},
+                   control.Memory.of(state=model.PlanState(forgotten=True)),
                    max_moves_per_round=max_moves)
     for worker, spec in _expect_type(body.get("workers", {}), dict, "workers").items():
         spec_body = _expect_type(spec, dict, f"workers.{worker}")

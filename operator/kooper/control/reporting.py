@@ -47,7 +47,8 @@ def round_events(d: Decision, restarted: Sequence[str], done: restarts.Done
                   f"kooper.dev/restart={record['observed']!r}: the instance and {count} "
                   f"task(s) restart in place with new epochs (generation "
                   f"{record['rebalanceGeneration']})", connector=name)
-    events.round_events(out, previous=d.memory.state, plan=d.planned.plan, snap=d.planned.snap)
+    events.round_events(out, previous=d.memory.persisted.state, plan=d.planned.plan,
+                        snap=d.planned.snap)
     return out
 
 
@@ -96,10 +97,11 @@ def every_event(d: Decision, out: events.Recorder) -> tuple[events.Event, ...]:
     hold, pacing, the round's own (``out``), and connectors newly rejected."""
     group, memory = d.inputs.group, d.memory
     return (*d.early_events, *d.now.judged.events,
-            *rails.hold_events(d.now.hold, memory.held, group.max_departed_fraction),
+            *rails.hold_events(d.now.hold, memory.volatile.held, group.max_departed_fraction),
             *pacing.paced_event(d.planned.paced, group.balancing_limit), *out.events,
             *(events.Event("ConnectorRejected", why, warning=True, connector=name)
-              for name, (_, why) in sorted(d.rejected.items()) if name not in memory.rejected))
+              for name, (_, why) in sorted(d.rejected.items())
+              if name not in memory.volatile.rejected))
 
 
 def connectors(d: Decision, *, done: restarts.Done, book: failures.Book,
@@ -110,5 +112,5 @@ def connectors(d: Decision, *, done: restarts.Done, book: failures.Book,
                       rejected={n: why for n, (_, why) in d.rejected.items()},
                       restarts=done, failures=book, task_restarts=task_restarts,
                       dirty=frozenset(restarted) | d.now.judged.changed | frozenset(
-                          set(d.rejected).symmetric_difference(d.memory.rejected)),
+                          set(d.rejected).symmetric_difference(d.memory.volatile.rejected)),
                       settled=settled)

@@ -163,14 +163,14 @@ def step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches | None =
     """
     if inputs.group.invalid:
         return _refused(inputs.group, memory)
-    if any(entry[0] == status.INVALID_SPEC for entry in memory.reported.entries):
+    if any(entry[0] == status.INVALID_SPEC for entry in memory.volatile.reported.entries):
         # Fixed: the same bad value written again later is reported again.
-        memory = dataclasses.replace(memory, reported=events.Reported(frozenset(
-            e for e in memory.reported.entries if e[0] != status.INVALID_SPEC)))
+        memory = memory.replace(reported=events.Reported(frozenset(
+            e for e in memory.volatile.reported.entries if e[0] != status.INVALID_SPEC)))
     caches = caches if caches is not None else Caches()
-    members = frozenset(lease.member for lease in inputs.leases) if memory.rejected \
+    members = frozenset(lease.member for lease in inputs.leases) if memory.volatile.rejected \
         else frozenset()
-    rejected = containment.carried(memory.rejected, inputs.connectors, members)
+    rejected = containment.carried(memory.volatile.rejected, inputs.connectors, members)
     while True:
         decided = _step(inputs, memory, now_ms=now_ms, caches=caches, rejected=rejected)
         found = containment.oversized(decided.configmap_writes)
@@ -193,10 +193,10 @@ def _refused(group: views.GroupView, memory: Memory) -> Step:
     persisted = any(isinstance(c, Mapping) and c.get("type") == degraded.type
                     and c.get("reason") == degraded.reason and c.get("message")
                     == degraded.message for c in group.status.get("conditions") or ())
-    out = events.Recorder(memory.reported)
+    out = events.Recorder(memory.volatile.reported)
     if not persisted:
         out.once(status.INVALID_SPEC, group.invalid, degraded.message)
-    return Step(memory=dataclasses.replace(memory, last_key=None, reported=events.Reported(
+    return Step(memory=memory.replace(last_key=None, reported=events.Reported(
         frozenset(out.entries))), wake_at_ms=None, events=tuple(out.events),
         metrics=Metrics(bad_input=tuple(e.reason for e in out.events)), refused=conditions)
 
@@ -207,26 +207,26 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     if rejected:
         inputs = dataclasses.replace(
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
-    if memory.floor_pending:
+    if memory.persisted.floor_pending:
         memory = epochs.floored(memory, inputs)
     seen = observe.observe(inputs, memory, now_ms=now_ms, caches=caches)
     now = situation.situation(inputs, memory, seen, now_ms=now_ms, caches=caches)
-    last = memory.last_plan
+    last = memory.volatile.last_plan
     due = last is not None and last.next_round_at_ms is not None \
         and last.next_round_at_ms <= now_ms
     judged, foreign = now.judged, now.foreign
     key = (now.snap, inputs.group.generation, seen.found.issues, len(seen.found.pods),
            now.wanted.key, tuple(sorted(judged.book.items())) if judged.book else (),
            now.hold, tuple(sorted(foreign.items())) if foreign else (), seen.seen)
-    if key == memory.last_key and not inputs.edits and not due and last is not None:
-        quiet = dataclasses.replace(
-            memory, good_reports=seen.good, pod_owners=seen.owners, permanent=seen.permanent,
+    if key == memory.volatile.last_key and not inputs.edits and not due and last is not None:
+        quiet = memory.replace(
+            good_reports=seen.good, pod_owners=seen.owners, permanent=seen.permanent,
             failures=judged.book, task_restarts=judged.task_restarts, observed=seen.observed,
             rejected=rejected, terminating=seen.seen, vanished=seen.vanished)
         return Step(memory=quiet, wake_at_ms=_wake(last, seen.found.next_expiry_ms,
                                                    judged.wake_at_ms))
     planned = planning.plan(inputs, memory, seen, now, now_ms=now_ms, caches=caches)
-    out = events.Recorder(memory.reported)
+    out = events.Recorder(memory.volatile.reported)
     for member, how in sorted(inputs.edits.items()):
         name = views.configmap_name(member)
         if how == "deleted":
@@ -255,38 +255,40 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
     """The writes, status, Events and next memory of a decided round."""
     memory, group, plan, snap = d.memory, d.inputs.group, d.planned.plan, d.planned.snap
     docs = documents.issue(d.inputs, memory, plan, d.seen.good, d.now.wanted)
-    new_state = state.merge_partial(memory.state, plan.state, failed)
+    new_state = state.merge_partial(memory.persisted.state, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
-        d.now.restarts, done=memory.restarts_done, plan=plan, failed=failed, now_ms=d.now_ms,
+        d.now.restarts, done=memory.persisted.restarts_done, plan=plan, failed=failed,
+        now_ms=d.now_ms,
         present=d.now.wanted.counts)
     book, task_restarts = learning.book(d, failed, retry_ms=retry_ms)
     failing = sorted(r for r, rec in book.items() if rec.failing)
-    gone = tuple(sorted((set(d.inputs.configmaps) | memory.configmaps) - set(plan.members)))
+    gone = tuple(sorted((set(d.inputs.configmaps) | memory.persisted.configmaps)
+                        - set(plan.members)))
     owners = _owners(d, new_state)
     learned, handing = learning.learn(d, failed)
     choice = adaptive.choose(learned, max_delay_ms=group.settings.max_delay_ms)
     terminating = departures.forget(d.seen.seen, new_state, d.seen.found.pods)
     out = reporting.round_events(d, restarted, done)
-    next_memory = Memory(
+    next_memory = Memory.of(
         state=new_state, good_reports=d.seen.good, pod_owners=owners,
-        given=documents.given(memory.given, plan, docs.writes, failed),
+        given=documents.given(memory.persisted.given, plan, docs.writes, failed),
         permanent={m: p for m, p in d.seen.permanent.items()
                    if m in new_state.assignments or m in new_state.lost},
-        configmaps=frozenset(memory.configmaps.union(
+        configmaps=frozenset(memory.persisted.configmaps.union(
             ids.WorkerId(w.member) for w in docs.writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
         member_epochs=docs.member_epochs, member_epoch=docs.member_epoch,
         observed=d.seen.observed, epoch_floor=docs.floor,
         persisted_epochs=(docs.member_epoch, docs.floor),
-        settings_written=memory.settings_written if failed else d.planned.carried,
-        revoked_claims={m: r.union(memory.revoked_claims.get(m, model.EMPTY))
+        settings_written=memory.persisted.settings_written if failed else d.planned.carried,
+        revoked_claims={m: r.union(memory.volatile.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.now.foreign.items() if m not in failed},
         terminating=terminating,
         reported=out.reported(reporting.alive(d, out, new_state)),
         last_key=d.key if not failed else None, last_plan=plan,
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.now.hold.held,
-        hold_released=group.release_hold if d.now.hold.released else memory.hold_released,
+        hold_released=group.release_hold if d.now.hold.released else memory.volatile.hold_released,
         paced=d.planned.paced.pending, learned=learned, handing=handing,
         vanished=d.seen.vanished,
     )
@@ -301,7 +303,7 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
         wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms,
                          d.now_ms + retry_ms if failed else None,
                          *(r.next_at_ms for r in book.values())),
-        plan=plan, snapshot=snap, previous=memory.state, configmap_writes=docs.writes,
+        plan=plan, snapshot=snap, previous=memory.persisted.state, configmap_writes=docs.writes,
         status=written, deletes=tuple(ids.WorkerId(m) for m in gone),
         events=reporting.every_event(d, out),
         metrics=reporting.metrics(d, failed, out, choice=choice, restarted=len(restarted),
@@ -332,6 +334,7 @@ def _status_first(d: Decision, written: GroupStatus, facts: status.GroupFacts,
     raise_first = epochs.unpersisted(d.memory)
     if raise_first is None:
         return None
-    return GroupStatus(facts=facts, state=d.memory.state, owners=d.memory.pod_owners,
+    kept = d.memory.persisted
+    return GroupStatus(facts=facts, state=kept.state, owners=kept.pod_owners,
                        generation=d.inputs.group.generation, member_epoch=raise_first[0],
                        epoch_floor=raise_first[1])

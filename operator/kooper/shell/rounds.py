@@ -208,7 +208,7 @@ class GroupRunner:
                                  self.key, self.round_failures, delay)
                 metrics.ROUND_ERRORS.labels(self.key).inc()
                 if self.memory is not None:
-                    self.memory = dataclasses.replace(self.memory, last_key=None)
+                    self.memory = self.memory.replace(last_key=None)
                 await self._round_failed(exc, delay)
                 await asyncio.sleep(delay)
                 self.burst_started = started
@@ -268,10 +268,11 @@ class GroupRunner:
         if self.memory is None:
             self.memory = control.restored(group, configmaps)
             self.caches = control.Caches()
+            assigned = self.memory.persisted.state.assignments
             self.writer.reset(configmaps, unreadable=[m for m in configmaps
-                                                      if m not in self.memory.state.assignments])
+                                                      if m not in assigned])
             logger.info("%s: restored generation %d, %d ConfigMaps", self.key,
-                        self.memory.state.generation, len(configmaps))
+                        self.memory.persisted.state.generation, len(configmaps))
         inputs = control.Inputs(
             group=group, pods=list(self.ctx.views.pods(self.namespace)),
             leases=list(self.ctx.views.leases(self.namespace)),
@@ -435,7 +436,7 @@ class GroupRunner:
                 self._warmed[1] is configured or not stable):
             return
         started = time.perf_counter()
-        if warmup.warm(cache, decided.snapshot, decided.memory.state, now_ms=now_ms,
+        if warmup.warm(cache, decided.snapshot, decided.memory.persisted.state, now_ms=now_ms,
                        configured=configured):
             self.warmups += 1
             self._warmed = (cache, configured)

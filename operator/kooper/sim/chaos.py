@@ -344,13 +344,13 @@ class HardSim(runner.Sim):
             pod = self.pods.get(name)
             if pod is None or not pod.alive or not pod.partitioned:
                 continue
-            seen = self.memory.observed.get(views.configmap_name(name))
+            seen = self.memory.volatile.observed.get(views.configmap_name(name))
             due = None if seen is None else seen[1] + window
             if due is not None and due >= self.clock.now_ms and due not in self.wakes:
                 self.wakes.add(due)
                 self.clock.at(due, "wake", self.operator_epoch)
         # And when a vanished pod's member departs (its fence budget ran out).
-        for gone in self.memory.vanished.values():
+        for gone in self.memory.volatile.vanished.values():
             if gone.until_ms >= self.clock.now_ms and gone.until_ms not in self.wakes:
                 self.wakes.add(gone.until_ms)
                 self.clock.at(gone.until_ms, "wake", self.operator_epoch)

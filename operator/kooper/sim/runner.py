@@ -490,7 +490,7 @@ class Sim:
         pod = self._pod(name, token)
         if pod is None or pod.fenced:
             return
-        epochs = self.memory.state.epochs
+        epochs = self.memory.persisted.state.epochs
         for resource in sorted(to_start):
             holder = self.owner.get(resource)
             if holder is not None and holder != name:
@@ -904,11 +904,10 @@ class Sim:
         self.caches = control.Caches()
         if self.settings.policy is model.Policy.KIP415:
             # Kafka's new leader: only the delay survives, and it waits for every member.
-            self.memory = dataclasses.replace(self.memory,
-                                              state=assignor.forget(self.memory.state))
+            self.memory = self.memory.replace(state=assignor.forget(self.memory.persisted.state))
             self.rejoin_wait = True
-        if self.memory.state.delay is not None:
-            self.deadline_at = self.memory.state.delay.deadline_ms
+        if self.memory.persisted.state.delay is not None:
+            self.deadline_at = self.memory.persisted.state.delay.deadline_ms
             self.clock.at(self.deadline_at, "deadline", self.operator_epoch)
         self._trigger()
 
