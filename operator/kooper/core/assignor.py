@@ -242,13 +242,18 @@ class _Round:
             memo[member] = (owned, current, unacked, held)
         if len(memo) > 2 * len(members) + 16:  # members that left: forget them
             cache.held_of = {member: memo[member] for member in members if member in memo}
+        self.connectors_of: dict[int, tuple[frozenset[str], _Connectors]] = {}
+        """``_connectors`` of the task sets seen this round, by ``id`` (holding the set)."""
+        self.contested: _Union | None = None
+        """``_contested``'s answer, once asked without a persistent cache."""
 
     # -- shared steps -------------------------------------------------------------
 
     def _contested(self) -> _Union:
         """The union of all live members' holdings (who holds what, and what twice)."""
         if not self.cache.persistent:
-            return _Union.once(self.held, self.configured)
+            self.contested = _Union.once(self.held, self.configured)
+            return self.contested
         index = self.cache.held
         index.sync(self.held)
         return index
@@ -360,9 +365,10 @@ class _Round:
             if self.cache.persistent:
                 index = self.cache.assigned
                 index.sync(nxt)
+                unassigned = model.ConnectorsAndTasks(frozenset(index.c.free),
+                                                      frozenset(index.t.free))
             else:
-                index = _Union.once(nxt, self.configured)
-            unassigned = model.ConnectorsAndTasks(frozenset(index.c.free), frozenset(index.t.free))
+                unassigned = self._unassigned(nxt)
         newly_lost = model.EMPTY
         for member in self.departed:
             newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
@@ -388,6 +394,35 @@ class _Round:
             newly_lost=newly_lost.intersection(self.configured),
             unassigned=unassigned,
         )
+
+    def _unassigned(self, nxt: Holdings) -> model.ConnectorsAndTasks:
+        """What is configured and in nobody's ``nxt``, without a cache.
+
+        From the holdings' union (``_contested``) when it is known and nothing is held
+        twice: a member whose set is its holding's very object is assigned exactly what
+        it holds, so only what nobody holds and what the other members let go can be
+        unassigned, and only their new sets can hold it. A round costs what changed.
+        """
+        contested = self.contested
+        if contested is None or contested.c.twice or contested.t.twice:
+            index = _Union.once(nxt, self.configured)
+            return model.ConnectorsAndTasks(frozenset(index.c.free), frozenset(index.t.free))
+        held_of = self.held
+        parts: list[frozenset[str]] = []
+        for kind, get, configured in (
+            (contested.c, _CONNECTORS, self.configured.connectors),
+            (contested.t, _TASKS, self.configured.tasks),
+        ):
+            candidates = set(kind.free)
+            given: set[str] = set()
+            for member in self.order:
+                mine, held = get(nxt[member]), get(held_of[member])
+                if mine is not held:
+                    candidates.update(held.difference(mine))
+                    given.update(mine)
+            candidates.intersection_update(configured)
+            parts.append(frozenset(candidates.difference(given)))
+        return model.ConnectorsAndTasks(parts[0], parts[1])
 
     def _restarted(self, nxt: Holdings, newly: Holdings) -> Holdings:
         """Per member, the resources it keeps that must restart in place (new epoch).
@@ -778,16 +813,53 @@ class _Round:
         # holding two of one connector are counted.
         over = Counter[str]()
         for member in self.order:
-            groups = list(map(ids.task_connector, draft.get(member)))
-            if len(set(groups)) == len(groups):
+            groups = self._connectors(draft.get(member))
+            if not isinstance(groups, Counter):
                 continue
-            for group, count in Counter(groups).items():
+            for group, count in groups.items():
                 floor, extra = divmod(sizes.get(group, 0), members)
                 if count > floor:
                     if count > floor + 1 or not extra:
                         return False
                     over[group] += 1
         return all(n <= sizes.get(g, 0) % members for g, n in over.items())
+
+    def _connectors(self, tasks: AbstractSet[str]) -> _Connectors:
+        """The connectors of ``tasks``: a set while each has at most one task in it, else
+        how many each has (in first-seen order, as ``Counter`` over the tasks).
+
+        A frozen set is parsed once a round: ``_spread`` and ``_place_spread`` ask about
+        the same sets, the thousand members nobody edited.
+        """
+        if isinstance(tasks, frozenset):
+            known = self.connectors_of.get(id(tasks))
+            if known is not None:
+                return known[1]
+        names: list[str] = list(ids.task_connectors(tasks))
+        distinct = set(names)
+        result: _Connectors = distinct if len(distinct) == len(names) else Counter(names)
+        if isinstance(tasks, frozenset):
+            self.connectors_of[id(tasks)] = (tasks, result)
+        return result
+
+    def _count_groups(
+        self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
+    ) -> dict[str, Counter[ids.WorkerId]]:
+        """``balance.count_groups(holdings, groups)``, from each set's ``_connectors``."""
+        wanted = set(groups)
+        counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
+        if not wanted:
+            return counts
+        for member, tasks in holdings.items():
+            held = self._connectors(tasks)
+            if isinstance(held, Counter):
+                for group, count in held.items():
+                    if group in wanted:
+                        counts[group][member] += count
+            else:
+                for group in held.intersection(wanted):
+                    counts[group][member] += 1
+        return counts
 
     def _projected(self, before: _Draft, after: _Draft) -> _Draft:
         """``after`` as it will be once this round's revocations are acknowledged and placed.
@@ -967,7 +1039,7 @@ class _Round:
             index.sync(nxt_t.base)
             group_counts = index.of(holdings, groups)
         else:
-            group_counts = balance.count_groups(holdings, groups)
+            group_counts = self._count_groups(holdings, groups)
         receivers = self.receivers
         if receivers is not None:
             group_counts = {group: Counter({m: n for m, n in counter.items() if m in receivers})
@@ -1006,6 +1078,10 @@ class _Round:
         for member, resources in given.items():
             for resource in resources:
                 (nxt_c if resource in free_c else nxt_t).edit(member).add(resource)
+
+
+_Connectors = set[str] | Counter[str]
+"""The connectors of a member's tasks (``_Round._connectors``)."""
 
 
 class _Draft:
@@ -1137,7 +1213,10 @@ class _Kind:
         kind.configured = configured
         kind.has = union
         kind.free = set(configured.difference(union))
-        kind.outside = union.difference(configured)
+        # ``union`` holds ``len(configured) - len(free)`` configured resources: when that
+        # is all it holds, nothing is outside (one pass less over a big group).
+        if len(union) != len(configured) - len(kind.free):
+            kind.outside = union.difference(configured)
         return kind
 
     def bulk(self, parts: list[frozenset[str]]) -> None:

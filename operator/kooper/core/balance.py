@@ -102,25 +102,57 @@ def pick_spread_tasks(
     if count <= 0:
         return []
     by_connector: dict[str, list[str]] = defaultdict(list)
-    for task in tasks:
-        by_connector[ids.task_connector(task)].append(task)
+    listed = list(tasks)
+    for task, connector in zip(listed, ids.task_connectors(listed), strict=True):
+        by_connector[connector].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
     # first to the connector whose task was handed out most often.
     names = sorted(by_connector, reverse=True)
     seen = taken if taken is not None else Counter[str]()
 
-    def top(name: str) -> int:
-        return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
+    def top(group: list[str]) -> int:
+        if not epochs:
+            return 0
+        if len(group) == 1:
+            return -epochs.get(group[0], 0)
+        return -max(epochs.get(task, 0) for task in group)
 
-    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
-            for rank, name in enumerate(names)]
-    heapq.heapify(heap)
+    # The heap orders by size first, so a connector enters it (and its epochs are read)
+    # only once its size can come first. Usually a member holds one task of each of a
+    # hundred connectors: one tier.
+    tiers: dict[int, list[int]] = defaultdict(list)
+    if len(names) == len(listed):
+        tiers[1] = list(range(len(names)))
+    else:
+        for rank, name in enumerate(names):
+            tiers[len(by_connector[name])].append(rank)
+    sizes = sorted(tiers, reverse=True)
+    heap: list[tuple[int, int, int, int]] = []
+    seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
     numbers_of: dict[int, list[tuple[int, int]]] = {}
     chosen: list[str] = []
-    while len(chosen) < count and heap:
+    while len(chosen) < count:
+        while sizes and (not heap or sizes[0] >= -heap[0][0]):
+            # Every connector not in the heap is at most this size: it may come first.
+            size = sizes.pop(0)
+            if size == 1 and epochs:  # ``top`` of one task, without a call each
+                epoch = epochs.get
+                tier = [(-1, -epoch(by_connector[name][0], 0), seen_of(name, 0), rank)
+                        for rank in tiers[size] for name in (names[rank],)]
+            else:
+                tier = [(-size, top(by_connector[name]), seen_of(name, 0), rank)
+                        for rank in tiers[size] for name in (names[rank],)]
+            if heap:
+                for entry in tier:
+                    heapq.heappush(heap, entry)
+            else:
+                heap = tier
+                heapq.heapify(heap)
+        if not heap:
+            break
         size, _, _, rank = heapq.heappop(heap)
         name = names[rank]
         numbers = numbers_of.get(rank)

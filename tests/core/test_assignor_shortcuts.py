@@ -1,0 +1,73 @@
+"""The assignor's shortcuts for big groups answer exactly what the plain computation does.
+
+Each test runs one shortcut and a plain version of what it replaces (the code before the
+shortcut, kept here as the reference) on random inputs, and asks for equal answers.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kooper.core import balance, ids
+
+CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
+TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
+
+
+def pick_spread_tasks_plain(
+    tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
+    epochs: Mapping[str, int] | None = None,
+) -> list[str]:
+    """``balance.pick_spread_tasks`` with every connector in the heap from the start."""
+    if count <= 0:
+        return []
+    by_connector: dict[str, list[str]] = defaultdict(list)
+    for task in tasks:
+        by_connector[ids.task_connector(task)].append(task)
+    names = sorted(by_connector, reverse=True)
+    seen = taken if taken is not None else Counter[str]()
+
+    def top(name: str) -> int:
+        return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
+
+    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
+            for rank, name in enumerate(names)]
+    heapq.heapify(heap)
+    numbers_of: dict[int, list[tuple[int, int]]] = {}
+    chosen: list[str] = []
+    while len(chosen) < count and heap:
+        size, _, _, rank = heapq.heappop(heap)
+        name = names[rank]
+        numbers = numbers_of.get(rank)
+        if numbers is None:
+            numbers = numbers_of[rank] = sorted(
+                ((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
+                for task in by_connector[name])
+        chosen.append(ids.task_id(name, numbers.pop()[1]))
+        seen[name] += 1
+        if numbers:
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+    return chosen
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tasks=st.lists(st.sampled_from(TASKS), unique=True),
+    count=st.integers(-1, 12),
+    taken=st.dictionaries(st.sampled_from(CONNECTORS), st.integers(0, 3)),
+    epochs=st.none() | st.dictionaries(st.sampled_from(TASKS), st.integers(0, 4)),
+    members=st.integers(1, 3),
+)
+def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, epochs, members):
+    # Several members in a row share ``taken``, as ``_balance_separately`` does.
+    shortcut, plain = Counter(taken), Counter(taken)
+    for part in range(members):
+        mine = tasks[part::members]
+        assert balance.pick_spread_tasks(mine, count, shortcut, epochs) == (
+            pick_spread_tasks_plain(mine, count, plain, epochs))
+        assert shortcut == plain
