@@ -10,10 +10,12 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from tests.core.test_assignor_properties import NAMES, Group, operations, policies, run_history
 
-from kooper.core import balance, ids
+from kooper.core import assignor, balance, ids, model
 
 CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
 TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
@@ -71,3 +73,41 @@ def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, 
         assert balance.pick_spread_tasks(mine, count, shortcut, epochs) == (
             pick_spread_tasks_plain(mine, count, plain, epochs))
         assert shortcut == plain
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=policies, ops=operations)
+@example(  # found by a random search: fails with the skip on whenever a delay is pending
+    policy=model.Policy.KOOPER,
+    ops=[("round", None), ("settle", None), ("round", None), ("round", None),
+         ("tasks", ("A", 0)), ("round", None), ("round", None), ("bounce", "w3"),
+         ("bounce", "w4"), ("time", 8320), ("time", 2817), ("settle", None), ("round", None),
+         ("round", None), ("settle", None), ("round", None), ("round", None), ("round", None),
+         ("time", 6170), ("settle", None), ("apply", "w2"), ("time", 8925), ("time", 3696),
+         ("settle", None), ("join", "w5"), ("leave", "w2"), ("round", None), ("bounce", "w2"),
+         ("tasks", ("C", 3)), ("join", "w1"), ("round", None), ("leave", "w1"),
+         ("bounce", "w0"), ("round", None), ("join", "w1"), ("leave", "w0"), ("round", None)],
+)
+def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops):
+    """Also with a cache kept over the history: the shortcut and the indexes together."""
+    real = assignor.plan
+    cache = assignor.Cache()
+    rounds = [0]
+
+    def both(snapshot, previous, *, now_ms, configured=None, cache_=None):
+        shortcut = real(snapshot, previous, now_ms=now_ms, configured=configured, cache=cache)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(assignor, "_spread_is_moot", lambda *_: False)
+            plain = real(snapshot, previous, now_ms=now_ms, configured=configured)
+        assert shortcut == plain, (snapshot, previous, now_ms)
+        rounds[0] += 1
+        return shortcut
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(assignor, "plan", both)
+        group = Group(policy, model.Protocol.COMPATIBLE)
+        group.join(NAMES[0])
+        run_history(group, ops)
+        group.converge()
+    assert rounds[0] > 0
