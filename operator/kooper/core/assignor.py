@@ -1428,11 +1428,12 @@ class _Groups:
             key = (0, size) if size < members else (members, size)
             if not moved and known.get(group) == key:
                 continue
-            held = counts.get(group, empty)
-            if moved:
-                held = Counter(held)
-                held.update(moved)
-                held = +held
+            held: Mapping[ids.WorkerId, int] = counts.get(group, empty)
+            if moved:  # the counts with ``moved`` added, only the positive ones kept
+                merged = dict(held)
+                for member, change in moved.items():
+                    merged[member] = merged.get(member, 0) + change
+                held = {member: n for member, n in merged.items() if n > 0}
             if not balance.spread_ok(held, size, members):
                 return False
             if not moved:

@@ -340,6 +340,8 @@ def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool
         return True
     if most > floor + 1:
         return False
+    if floor == 0 and min(held.values()) > 0:
+        return len(held) <= extra  # every member listed holds one: no count to walk
     return sum(1 for count in held.values() if count > floor) <= extra
 
 
