@@ -111,3 +111,28 @@ def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops
         run_history(group, ops)
         group.converge()
     assert rounds[0] > 0
+
+
+def a_round() -> assignor._Round:
+    snapshot = model.Snapshot(connectors={}, members={})
+    return assignor._Round(snapshot, model.PlanState(), 0, model.EMPTY,
+                           assignor.Cache(persistent=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    holdings=st.lists(st.frozensets(st.sampled_from(TASKS)), max_size=5),
+    groups=st.sets(st.sampled_from(CONNECTORS)),
+    thawed=st.sets(st.integers(0, 4)),
+)
+def test_counting_groups_once_a_round_counts_what_count_groups_counts(holdings, groups, thawed):
+    # Some sets as frozen (remembered for the round), some as edited drafts' plain sets.
+    sets = {ids.WorkerId(f"m{i}"): set(tasks) if i in thawed else tasks
+            for i, tasks in enumerate(holdings)}
+    round_ = a_round()
+    for _ in range(2):  # the second time from what the round remembered
+        assert round_._count_groups(sets, groups) == balance.count_groups(sets, groups)
+        for tasks in sets.values():
+            names = [ids.task_connector(task) for task in tasks]
+            doubled = Counter(names) if len(set(names)) < len(names) else None
+            assert round_._doubled(tasks) == doubled

@@ -253,8 +253,8 @@ class _Round:
             memo[member] = (owned, current, unacked, held)
         if len(memo) > 2 * len(members) + 16:  # members that left: forget them
             cache.held_of = {member: memo[member] for member in members if member in memo}
-        self.connectors_of: dict[int, tuple[frozenset[str], _Connectors]] = {}
-        """``_connectors`` of the task sets seen this round, by ``id`` (holding the set)."""
+        self.doubled_of: dict[int, tuple[frozenset[str], Doubled]] = {}
+        """``_doubled`` of the task sets seen this round, by ``id`` (holding the set)."""
         self.contested: _Union | None = None
         """``_contested``'s answer, once asked without a persistent cache."""
 
@@ -825,8 +825,8 @@ class _Round:
         # holding two of one connector are counted.
         over = Counter[str]()
         for member in self.order:
-            groups = self._connectors(draft.get(member))
-            if not isinstance(groups, Counter):
+            groups = self._doubled(draft.get(member))
+            if groups is None:
                 continue
             for group, count in groups.items():
                 floor, extra = divmod(sizes.get(group, 0), members)
@@ -836,23 +836,31 @@ class _Round:
                     over[group] += 1
         return all(n <= sizes.get(g, 0) % members for g, n in over.items())
 
-    def _connectors(self, tasks: AbstractSet[str]) -> _Connectors:
+    @staticmethod
+    def _connectors(tasks: AbstractSet[str]) -> _Connectors:
         """The connectors of ``tasks``: a set while each has at most one task in it, else
-        how many each has (in first-seen order, as ``Counter`` over the tasks).
-
-        A frozen set is parsed once a round: ``_spread`` and ``_place_spread`` ask about
-        the same sets, the thousand members nobody edited.
-        """
-        if isinstance(tasks, frozenset):
-            known = self.connectors_of.get(id(tasks))
-            if known is not None:
-                return known[1]
+        how many each has (in first-seen order, as ``Counter`` over the tasks)."""
         names: list[str] = list(ids.task_connectors(tasks))
         distinct = set(names)
-        result: _Connectors = distinct if len(distinct) == len(names) else Counter(names)
+        return distinct if len(distinct) == len(names) else Counter(names)
+
+    def _doubled(self, tasks: AbstractSet[str], held: _Connectors | None = None) -> Doubled:
+        """How many tasks of each connector ``tasks`` has if it has two of one, else None.
+
+        A frozen set is parsed once a round (``held``: its ``_connectors``, if known):
+        ``_place_spread`` and ``_spread`` ask about the same sets, the thousand members
+        nobody edited. Only the answer is kept, not the parsed names.
+        """
         if isinstance(tasks, frozenset):
-            self.connectors_of[id(tasks)] = (tasks, result)
-        return result
+            known = self.doubled_of.get(id(tasks))
+            if known is not None:
+                return known[1]
+        if held is None:
+            held = self._connectors(tasks)
+        doubled = held if isinstance(held, Counter) else None
+        if isinstance(tasks, frozenset):
+            self.doubled_of[id(tasks)] = (tasks, doubled)  # holding the set: ids stay unique
+        return doubled
 
     def _count_groups(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
@@ -864,6 +872,7 @@ class _Round:
             return counts
         for member, tasks in holdings.items():
             held = self._connectors(tasks)
+            self._doubled(tasks, held)
             if isinstance(held, Counter):
                 for group, count in held.items():
                     if group in wanted:
@@ -1094,6 +1103,8 @@ class _Round:
 
 _Connectors = set[str] | Counter[str]
 """The connectors of a member's tasks (``_Round._connectors``)."""
+Doubled = Counter[str] | None
+"""Per connector, a member's tasks of it, when it has two of one (``_Round._doubled``)."""
 
 
 class _Draft:
