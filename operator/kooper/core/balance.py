@@ -16,6 +16,8 @@ lazily, so the spreading rule can choose who gets them.
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -101,34 +103,47 @@ def pick_spread_tasks(
     """
     if count <= 0:
         return []
-    by_connector: dict[str, list[str]] = defaultdict(list)
     listed = list(tasks)
-    for task, connector in zip(listed, ids.task_connectors(listed), strict=True):
-        by_connector[connector].append(task)
+    connectors: list[str] = list(ids.task_connectors(listed))
+    last = dict(zip(connectors, listed, strict=True))  # a task of each connector
+    # Usually a member holds one task of each of a hundred connectors: no lists then.
+    by_connector: dict[str, list[str]] = defaultdict(list)
+    single = len(last) == len(listed)
+    if not single:
+        for task, connector in zip(listed, connectors, strict=True):
+            by_connector[connector].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
     # first to the connector whose task was handed out most often.
-    names = sorted(by_connector, reverse=True)
+    names = sorted(last, reverse=True)
     seen = taken if taken is not None else Counter[str]()
 
-    def top(group: list[str]) -> int:
+    def group(name: str) -> list[str]:
+        return [last[name]] if single else by_connector[name]
+
+    def top(tasks: list[str]) -> int:
         if not epochs:
             return 0
-        if len(group) == 1:
-            return -epochs.get(group[0], 0)
-        return -max(epochs.get(task, 0) for task in group)
+        if len(tasks) == 1:
+            return -epochs.get(tasks[0], 0)
+        return -max(epochs.get(task, 0) for task in tasks)
 
     # The heap orders by size first, so a connector enters it (and its epochs are read)
-    # only once its size can come first. Usually a member holds one task of each of a
-    # hundred connectors: one tier.
+    # only once its size can come first.
     tiers: dict[int, list[int]] = defaultdict(list)
-    if len(names) == len(listed):
-        tiers[1] = list(range(len(names)))
-    else:
+    if not single:
         for rank, name in enumerate(names):
             tiers[len(by_connector[name])].append(rank)
     sizes = sorted(tiers, reverse=True)
     heap: list[tuple[int, int, int, int]] = []
+    if single and names:  # one tier, its keys built without a Python call each
+        tops: Iterable[int] = itertools.repeat(0)
+        if epochs:
+            tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
+                                         itertools.repeat(0)))
+        heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
+                        range(len(names))))
+        heapq.heapify(heap)
     seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
@@ -138,13 +153,8 @@ def pick_spread_tasks(
         while sizes and (not heap or sizes[0] >= -heap[0][0]):
             # Every connector not in the heap is at most this size: it may come first.
             size = sizes.pop(0)
-            if size == 1 and epochs:  # ``top`` of one task, without a call each
-                epoch = epochs.get
-                tier = [(-1, -epoch(by_connector[name][0], 0), seen_of(name, 0), rank)
-                        for rank in tiers[size] for name in (names[rank],)]
-            else:
-                tier = [(-size, top(by_connector[name]), seen_of(name, 0), rank)
-                        for rank in tiers[size] for name in (names[rank],)]
+            tier = [(-size, top(by_connector[name]), seen_of(name, 0), rank)
+                    for rank in tiers[size] for name in (names[rank],)]
             if heap:
                 for entry in tier:
                     heapq.heappush(heap, entry)
@@ -159,7 +169,7 @@ def pick_spread_tasks(
         if numbers is None:
             numbers = numbers_of[rank] = sorted(
                 ((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
-                for task in by_connector[name])
+                for task in group(name))
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
