@@ -870,16 +870,17 @@ class _Round:
         counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
         if not wanted:
             return counts
+        # Each (group, member) is counted once: set, not added (no ``Counter.__missing__``).
         for member, tasks in holdings.items():
             held = self._connectors(tasks)
             self._doubled(tasks, held)
             if isinstance(held, Counter):
                 for group, count in held.items():
                     if group in wanted:
-                        counts[group][member] += count
+                        counts[group][member] = count
             else:
                 for group in held.intersection(wanted):
-                    counts[group][member] += 1
+                    counts[group][member] = 1
         return counts
 
     def _projected(self, before: _Draft, after: _Draft) -> _Draft:
