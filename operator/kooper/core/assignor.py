@@ -1393,20 +1393,34 @@ class _Groups:
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
     ) -> dict[str, Counter[ids.WorkerId]]:
-        """``balance.count_groups(holdings, groups)``, from the index plus what differs."""
-        result = {group: Counter(self.counts.get(group, ())) for group in groups}
+        """``balance.count_groups(holdings, groups)``, from the index plus what differs.
+
+        A connector no member's difference touches gets the index's own counter: the
+        caller must not change the result (``balance.allocate`` copies what it counts).
+        """
+        counts = self.counts
+        result = {group: counts.get(group) or Counter() for group in groups}
+        copied: set[str] = set()
+
+        def mine(group: str) -> Counter[ids.WorkerId]:
+            if group not in copied:
+                copied.add(group)
+                result[group] = Counter(result[group])
+            return result[group]
+
         for member, tasks in holdings.items():
             base = self.sets[member]
             if tasks is base:
                 continue
-            for task in base.difference(tasks):
+            for task in base - tasks:
                 group = ids.task_connector(task)
                 if group in result:
+                    mine(group)
                     _uncount(result, group, member)
-            for task in set(tasks).difference(base):
+            for task in tasks - base:
                 group = ids.task_connector(task)
                 if group in result:
-                    result[group][member] += 1
+                    mine(group)[member] += 1
         return result
 
 
@@ -1424,13 +1438,13 @@ class _Groups:
         count and size) until ``sync`` changes its counts.
         """
         known = self.spread
-        delta: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+        delta: dict[str, dict[ids.WorkerId, int]] = {}
         for member, tasks in changed.items():
             base = self.sets.get(member, frozenset())
-            for task in base.difference(tasks):
-                delta[ids.task_connector(task)][member] -= 1
-            for task in set(tasks).difference(base):
-                delta[ids.task_connector(task)][member] += 1
+            for change, moved_tasks in ((-1, base - tasks), (1, tasks - base)):
+                for task in moved_tasks:
+                    row = delta.setdefault(ids.task_connector(task), {})
+                    row[member] = row.get(member, 0) + change
         counts = self.counts
         empty: Counter[ids.WorkerId] = Counter()
         for group, size in sizes.items():
