@@ -910,7 +910,7 @@ class _Round:
         """
         sizes = {g: n for g, n in self.snapshot.connectors.items() if n > 0}
         shaped = draft.copy()
-        holdings = {m: shaped.get(m) for m in self.order}
+        holdings = shaped.holdings()
         counts = balance.count_groups(holdings, sizes)
         epochs = self.previous.epochs
 
@@ -1055,7 +1055,7 @@ class _Round:
         """Free tasks to the members with the fewest of their connector, then the least load."""
         ordered = sorted(free_t, key=model.resource_sort_key)
         groups = {balance.task_group(task) for task in ordered}
-        holdings = {m: nxt_t.get(m) for m in self.order}
+        holdings = nxt_t.holdings()
         if self.cache.persistent:
             index = self.cache.groups
             index.sync(nxt_t.base)
@@ -1132,6 +1132,10 @@ class _Draft:
         other.base = self.base
         other.edited = {member: set(resources) for member, resources in self.edited.items()}
         return other
+
+    def holdings(self) -> dict[ids.WorkerId, AbstractSet[str]]:
+        """Every member's set as it stands, in member order (do not mutate)."""
+        return {**self.base, **self.edited}  # an edited member keeps its place
 
     def size(self, member: ids.WorkerId) -> int:
         """How many resources the member holds now."""
