@@ -253,7 +253,7 @@ class _Round:
             memo[member] = (owned, current, unacked, held)
         if len(memo) > 2 * len(members) + 16:  # members that left: forget them
             cache.held_of = {member: memo[member] for member in members if member in memo}
-        self.doubled_of: dict[int, tuple[frozenset[str], Doubled]] = {}
+        self.doubled_of: dict[int, tuple[frozenset[str], _Doubled]] = {}
         """``_doubled`` of the task sets seen this round, by ``id`` (holding the set)."""
         self.contested: _Union | None = None
         """``_contested``'s answer, once asked without a persistent cache."""
@@ -844,7 +844,7 @@ class _Round:
         distinct = set(names)
         return distinct if len(distinct) == len(names) else Counter(names)
 
-    def _doubled(self, tasks: AbstractSet[str], held: _Connectors | None = None) -> Doubled:
+    def _doubled(self, tasks: AbstractSet[str], held: _Connectors | None = None) -> _Doubled:
         """How many tasks of each connector ``tasks`` has if it has two of one, else None.
 
         A frozen set is parsed once a round (``held``: its ``_connectors``, if known):
@@ -1104,7 +1104,7 @@ class _Round:
 
 _Connectors = set[str] | Counter[str]
 """The connectors of a member's tasks (``_Round._connectors``)."""
-Doubled = Counter[str] | None
+_Doubled = Counter[str] | None
 """Per connector, a member's tasks of it, when it has two of one (``_Round._doubled``)."""
 
 
