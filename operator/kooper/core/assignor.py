@@ -167,6 +167,17 @@ def _one_origin_each(lost: dict[ids.WorkerId, model.ConnectorsAndTasks],
             del lost[origin]
 
 
+def _spread_is_moot(delay: model.Delay | None, free_t: AbstractSet[str], nxt_t: _Draft) -> bool:
+    """Whether ``cooperative`` may skip asking if the draft is spread.
+
+    While a delay is pending nothing is revoked, and with no task placed or edited
+    every task in the draft is one its member holds: a move towards spread could only
+    revoke, so the answer cannot change the plan. Not asking saves a pass over every
+    task in the rounds of a delay.
+    """
+    return delay is not None and not free_t and not nxt_t.edited
+
+
 def _same(a: model.ConnectorsAndTasks, b: model.ConnectorsAndTasks) -> bool:
     """Equality, answering at once for the same object (the usual case in big groups)."""
     return a is b or a == b
@@ -242,13 +253,18 @@ class _Round:
             memo[member] = (owned, current, unacked, held)
         if len(memo) > 2 * len(members) + 16:  # members that left: forget them
             cache.held_of = {member: memo[member] for member in members if member in memo}
+        self.doubled_of: dict[int, tuple[frozenset[str], _Doubled]] = {}
+        """``_doubled`` of the task sets seen this round, by ``id`` (holding the set)."""
+        self.contested: _Union | None = None
+        """``_contested``'s answer, once asked without a persistent cache."""
 
     # -- shared steps -------------------------------------------------------------
 
     def _contested(self) -> _Union:
         """The union of all live members' holdings (who holds what, and what twice)."""
         if not self.cache.persistent:
-            return _Union.once(self.held, self.configured)
+            self.contested = _Union.once(self.held, self.configured)
+            return self.contested
         index = self.cache.held
         index.sync(self.held)
         return index
@@ -360,9 +376,10 @@ class _Round:
             if self.cache.persistent:
                 index = self.cache.assigned
                 index.sync(nxt)
+                unassigned = model.ConnectorsAndTasks(frozenset(index.c.free),
+                                                      frozenset(index.t.free))
             else:
-                index = _Union.once(nxt, self.configured)
-            unassigned = model.ConnectorsAndTasks(frozenset(index.c.free), frozenset(index.t.free))
+                unassigned = self._unassigned(nxt)
         newly_lost = model.EMPTY
         for member in self.departed:
             newly_lost = newly_lost.union(previous.assignments.get(member, model.EMPTY))
@@ -388,6 +405,35 @@ class _Round:
             newly_lost=newly_lost.intersection(self.configured),
             unassigned=unassigned,
         )
+
+    def _unassigned(self, nxt: Holdings) -> model.ConnectorsAndTasks:
+        """What is configured and in nobody's ``nxt``, without a cache.
+
+        From the holdings' union (``_contested``) when it is known and nothing is held
+        twice: a member whose set is its holding's very object is assigned exactly what
+        it holds, so only what nobody holds and what the other members let go can be
+        unassigned, and only their new sets can hold it. A round costs what changed.
+        """
+        contested = self.contested
+        if contested is None or contested.c.twice or contested.t.twice:
+            index = _Union.once(nxt, self.configured)
+            return model.ConnectorsAndTasks(frozenset(index.c.free), frozenset(index.t.free))
+        held_of = self.held
+        parts: list[frozenset[str]] = []
+        for kind, get, configured in (
+            (contested.c, _CONNECTORS, self.configured.connectors),
+            (contested.t, _TASKS, self.configured.tasks),
+        ):
+            candidates = set(kind.free)
+            given: set[str] = set()
+            for member in self.order:
+                mine, held = get(nxt[member]), get(held_of[member])
+                if mine is not held:
+                    candidates.update(held.difference(mine))
+                    given.update(mine)
+            candidates.intersection_update(configured)
+            parts.append(frozenset(candidates.difference(given)))
+        return model.ConnectorsAndTasks(parts[0], parts[1])
 
     def _restarted(self, nxt: Holdings, newly: Holdings) -> Holdings:
         """Per member, the resources it keeps that must restart in place (new epoch).
@@ -582,7 +628,8 @@ class _Round:
             if self.policy is model.Policy.KOOPER:
                 before = nxt.copy()
                 self._balance_separately(nxt_c, nxt, free_c, free_t, balancing=may_revoke)
-                if not rolling and not self._spread(self._projected(before, nxt)):
+                if (not rolling and not _spread_is_moot(delay, free_t, nxt)
+                        and not self._spread(self._projected(before, nxt))):
                     # Placement could not keep every connector spread: move towards a
                     # shape that is balanced and spread (``balance.spread_target``).
                     # Revoking for it is a balancing revocation: paced by the backoff,
@@ -778,16 +825,63 @@ class _Round:
         # holding two of one connector are counted.
         over = Counter[str]()
         for member in self.order:
-            groups = list(map(ids.task_connector, draft.get(member)))
-            if len(set(groups)) == len(groups):
+            groups = self._doubled(draft.get(member))
+            if groups is None:
                 continue
-            for group, count in Counter(groups).items():
+            for group, count in groups.items():
                 floor, extra = divmod(sizes.get(group, 0), members)
                 if count > floor:
                     if count > floor + 1 or not extra:
                         return False
                     over[group] += 1
         return all(n <= sizes.get(g, 0) % members for g, n in over.items())
+
+    @staticmethod
+    def _connectors(tasks: AbstractSet[str]) -> _Connectors:
+        """The connectors of ``tasks``: a set while each has at most one task in it, else
+        how many each has (in first-seen order, as ``Counter`` over the tasks)."""
+        names: list[str] = list(ids.task_connectors(tasks))
+        distinct = set(names)
+        return distinct if len(distinct) == len(names) else Counter(names)
+
+    def _doubled(self, tasks: AbstractSet[str], held: _Connectors | None = None) -> _Doubled:
+        """How many tasks of each connector ``tasks`` has if it has two of one, else None.
+
+        A frozen set is parsed once a round (``held``: its ``_connectors``, if known):
+        ``_place_spread`` and ``_spread`` ask about the same sets, the thousand members
+        nobody edited. Only the answer is kept, not the parsed names.
+        """
+        if isinstance(tasks, frozenset):
+            known = self.doubled_of.get(id(tasks))
+            if known is not None:
+                return known[1]
+        if held is None:
+            held = self._connectors(tasks)
+        doubled = held if isinstance(held, Counter) else None
+        if isinstance(tasks, frozenset):
+            self.doubled_of[id(tasks)] = (tasks, doubled)  # holding the set: ids stay unique
+        return doubled
+
+    def _count_groups(
+        self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
+    ) -> dict[str, Counter[ids.WorkerId]]:
+        """``balance.count_groups(holdings, groups)``, from each set's ``_connectors``."""
+        wanted = set(groups)
+        counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
+        if not wanted:
+            return counts
+        # Each (group, member) is counted once: set, not added (no ``Counter.__missing__``).
+        for member, tasks in holdings.items():
+            held = self._connectors(tasks)
+            self._doubled(tasks, held)
+            if isinstance(held, Counter):
+                for group, count in held.items():
+                    if group in wanted:
+                        counts[group][member] = count
+            else:
+                for group in held.intersection(wanted):
+                    counts[group][member] = 1
+        return counts
 
     def _projected(self, before: _Draft, after: _Draft) -> _Draft:
         """``after`` as it will be once this round's revocations are acknowledged and placed.
@@ -816,7 +910,7 @@ class _Round:
         """
         sizes = {g: n for g, n in self.snapshot.connectors.items() if n > 0}
         shaped = draft.copy()
-        holdings = {m: shaped.get(m) for m in self.order}
+        holdings = shaped.holdings()
         counts = balance.count_groups(holdings, sizes)
         epochs = self.previous.epochs
 
@@ -961,13 +1055,13 @@ class _Round:
         """Free tasks to the members with the fewest of their connector, then the least load."""
         ordered = sorted(free_t, key=model.resource_sort_key)
         groups = {balance.task_group(task) for task in ordered}
-        holdings = {m: nxt_t.get(m) for m in self.order}
+        holdings = nxt_t.holdings()
         if self.cache.persistent:
             index = self.cache.groups
             index.sync(nxt_t.base)
             group_counts = index.of(holdings, groups)
         else:
-            group_counts = balance.count_groups(holdings, groups)
+            group_counts = self._count_groups(holdings, groups)
         receivers = self.receivers
         if receivers is not None:
             group_counts = {group: Counter({m: n for m, n in counter.items() if m in receivers})
@@ -1008,6 +1102,12 @@ class _Round:
                 (nxt_c if resource in free_c else nxt_t).edit(member).add(resource)
 
 
+_Connectors = set[str] | Counter[str]
+"""The connectors of a member's tasks (``_Round._connectors``)."""
+_Doubled = Counter[str] | None
+"""Per connector, a member's tasks of it, when it has two of one (``_Round._doubled``)."""
+
+
 class _Draft:
     """Per-member resource sets, copied only when a member's set is edited.
 
@@ -1032,6 +1132,10 @@ class _Draft:
         other.base = self.base
         other.edited = {member: set(resources) for member, resources in self.edited.items()}
         return other
+
+    def holdings(self) -> dict[ids.WorkerId, AbstractSet[str]]:
+        """Every member's set as it stands, in member order (do not mutate)."""
+        return {**self.base, **self.edited}  # an edited member keeps its place
 
     def size(self, member: ids.WorkerId) -> int:
         """How many resources the member holds now."""
@@ -1137,7 +1241,10 @@ class _Kind:
         kind.configured = configured
         kind.has = union
         kind.free = set(configured.difference(union))
-        kind.outside = union.difference(configured)
+        # ``union`` holds ``len(configured) - len(free)`` configured resources: when that
+        # is all it holds, nothing is outside (one pass less over a big group).
+        if len(union) != len(configured) - len(kind.free):
+            kind.outside = union.difference(configured)
         return kind
 
     def bulk(self, parts: list[frozenset[str]]) -> None:
@@ -1290,20 +1397,34 @@ class _Groups:
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
     ) -> dict[str, Counter[ids.WorkerId]]:
-        """``balance.count_groups(holdings, groups)``, from the index plus what differs."""
-        result = {group: Counter(self.counts.get(group, ())) for group in groups}
+        """``balance.count_groups(holdings, groups)``, from the index plus what differs.
+
+        A connector no member's difference touches gets the index's own counter: the
+        caller must not change the result (``balance.allocate`` copies what it counts).
+        """
+        counts = self.counts
+        result = {group: counts.get(group) or Counter() for group in groups}
+        copied: set[str] = set()
+
+        def mine(group: str) -> Counter[ids.WorkerId]:
+            if group not in copied:
+                copied.add(group)
+                result[group] = Counter(result[group])
+            return result[group]
+
         for member, tasks in holdings.items():
             base = self.sets[member]
             if tasks is base:
                 continue
-            for task in base.difference(tasks):
+            for task in base - tasks:
                 group = ids.task_connector(task)
                 if group in result:
+                    mine(group)
                     _uncount(result, group, member)
-            for task in set(tasks).difference(base):
+            for task in tasks - base:
                 group = ids.task_connector(task)
                 if group in result:
-                    result[group][member] += 1
+                    mine(group)[member] += 1
         return result
 
 
@@ -1321,13 +1442,13 @@ class _Groups:
         count and size) until ``sync`` changes its counts.
         """
         known = self.spread
-        delta: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+        delta: dict[str, dict[ids.WorkerId, int]] = {}
         for member, tasks in changed.items():
             base = self.sets.get(member, frozenset())
-            for task in base.difference(tasks):
-                delta[ids.task_connector(task)][member] -= 1
-            for task in set(tasks).difference(base):
-                delta[ids.task_connector(task)][member] += 1
+            for change, moved_tasks in ((-1, base - tasks), (1, tasks - base)):
+                for task in moved_tasks:
+                    row = delta.setdefault(ids.task_connector(task), {})
+                    row[member] = row.get(member, 0) + change
         counts = self.counts
         empty: Counter[ids.WorkerId] = Counter()
         for group, size in sizes.items():
@@ -1337,11 +1458,12 @@ class _Groups:
             key = (0, size) if size < members else (members, size)
             if not moved and known.get(group) == key:
                 continue
-            held = counts.get(group, empty)
-            if moved:
-                held = Counter(held)
-                held.update(moved)
-                held = +held
+            held: Mapping[ids.WorkerId, int] = counts.get(group, empty)
+            if moved:  # the counts with ``moved`` added, only the positive ones kept
+                merged = dict(held)
+                for member, change in moved.items():
+                    merged[member] = merged.get(member, 0) + change
+                held = {member: n for member, n in merged.items() if n > 0}
             if not balance.spread_ok(held, size, members):
                 return False
             if not moved:

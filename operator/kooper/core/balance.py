@@ -16,6 +16,8 @@ lazily, so the spreading rule can choose who gets them.
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -101,33 +103,73 @@ def pick_spread_tasks(
     """
     if count <= 0:
         return []
+    listed = list(tasks)
+    connectors: list[str] = list(ids.task_connectors(listed))
+    last = dict(zip(connectors, listed, strict=True))  # a task of each connector
+    # Usually a member holds one task of each of a hundred connectors: no lists then.
     by_connector: dict[str, list[str]] = defaultdict(list)
-    for task in tasks:
-        by_connector[ids.task_connector(task)].append(task)
+    single = len(last) == len(listed)
+    if not single:
+        for task, connector in zip(listed, connectors, strict=True):
+            by_connector[connector].append(task)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
     # first to the connector whose task was handed out most often.
-    names = sorted(by_connector, reverse=True)
+    names = sorted(last, reverse=True)
     seen = taken if taken is not None else Counter[str]()
 
-    def top(name: str) -> int:
-        return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
+    def group(name: str) -> list[str]:
+        return [last[name]] if single else by_connector[name]
 
-    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
-            for rank, name in enumerate(names)]
-    heapq.heapify(heap)
+    def top(tasks: list[str]) -> int:
+        if not epochs:
+            return 0
+        if len(tasks) == 1:
+            return -epochs.get(tasks[0], 0)
+        return -max(epochs.get(task, 0) for task in tasks)
+
+    # The heap orders by size first, so a connector enters it (and its epochs are read)
+    # only once its size can come first.
+    tiers: dict[int, list[int]] = defaultdict(list)
+    if not single:
+        for rank, name in enumerate(names):
+            tiers[len(by_connector[name])].append(rank)
+    sizes = sorted(tiers, reverse=True)
+    heap: list[tuple[int, int, int, int]] = []
+    if single and names:  # one tier, its keys built without a Python call each
+        tops: Iterable[int] = itertools.repeat(0)
+        if epochs:
+            tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
+                                         itertools.repeat(0)))
+        heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
+                        range(len(names))))
+        heapq.heapify(heap)
+    seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
     numbers_of: dict[int, list[tuple[int, int]]] = {}
     chosen: list[str] = []
-    while len(chosen) < count and heap:
+    while len(chosen) < count:
+        while sizes and (not heap or sizes[0] >= -heap[0][0]):
+            # Every connector not in the heap is at most this size: it may come first.
+            size = sizes.pop(0)
+            tier = [(-size, top(by_connector[name]), seen_of(name, 0), rank)
+                    for rank in tiers[size] for name in (names[rank],)]
+            if heap:
+                for entry in tier:
+                    heapq.heappush(heap, entry)
+            else:
+                heap = tier
+                heapq.heapify(heap)
+        if not heap:
+            break
         size, _, _, rank = heapq.heappop(heap)
         name = names[rank]
         numbers = numbers_of.get(rank)
         if numbers is None:
             numbers = numbers_of[rank] = sorted(
                 ((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
-                for task in by_connector[name])
+                for task in group(name))
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
@@ -308,6 +350,8 @@ def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool
         return True
     if most > floor + 1:
         return False
+    if floor == 0 and min(held.values()) > 0:
+        return len(held) <= extra  # every member listed holds one: no count to walk
     return sum(1 for count in held.values() if count > floor) <= extra
 
 

@@ -1,5 +1,8 @@
 """Identifier types, so mypy catches a worker id passed where a resource id is wanted."""
 
+import itertools
+import operator
+from collections.abc import Iterable, Iterator
 from typing import NewType
 
 WorkerId = NewType("WorkerId", str)
@@ -20,6 +23,9 @@ TaskId = NewType("TaskId", str)
 # set it came from (``ConnectorsAndTasks.connectors`` or ``.tasks``).
 
 
+_FIRST = operator.itemgetter(0)
+
+
 def task_id(connector: str, number: int) -> TaskId:
     """The id of task ``number`` of ``connector`` (``task_id("A", 0) == "A-0"``)."""
     return TaskId(f"{connector}-{number}")
@@ -28,6 +34,11 @@ def task_id(connector: str, number: int) -> TaskId:
 def task_connector(task: str) -> ConnectorName:
     """The connector of a task id (``"a-b-2"`` → ``"a-b"``)."""
     return ConnectorName(task.rpartition("-")[0])
+
+
+def task_connectors(tasks: Iterable[str]) -> Iterator[ConnectorName]:
+    """``task_connector`` of each task, in order, without a Python call per task."""
+    return map(_FIRST, map(str.rpartition, tasks, itertools.repeat("-")))
 
 
 def task_number(task: str) -> int:

@@ -1,0 +1,138 @@
+"""The assignor's shortcuts for big groups answer exactly what the plain computation does.
+
+Each test runs one shortcut and a plain version of what it replaces (the code before the
+shortcut, kept here as the reference) on random inputs, and asks for equal answers.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from tests.core.test_assignor_properties import NAMES, Group, operations, policies, run_history
+
+from kooper.core import assignor, balance, ids, model
+
+CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
+TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
+
+
+def pick_spread_tasks_plain(
+    tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
+    epochs: Mapping[str, int] | None = None,
+) -> list[str]:
+    """``balance.pick_spread_tasks`` with every connector in the heap from the start."""
+    if count <= 0:
+        return []
+    by_connector: dict[str, list[str]] = defaultdict(list)
+    for task in tasks:
+        by_connector[ids.task_connector(task)].append(task)
+    names = sorted(by_connector, reverse=True)
+    seen = taken if taken is not None else Counter[str]()
+
+    def top(name: str) -> int:
+        return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
+
+    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
+            for rank, name in enumerate(names)]
+    heapq.heapify(heap)
+    numbers_of: dict[int, list[tuple[int, int]]] = {}
+    chosen: list[str] = []
+    while len(chosen) < count and heap:
+        size, _, _, rank = heapq.heappop(heap)
+        name = names[rank]
+        numbers = numbers_of.get(rank)
+        if numbers is None:
+            numbers = numbers_of[rank] = sorted(
+                ((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
+                for task in by_connector[name])
+        chosen.append(ids.task_id(name, numbers.pop()[1]))
+        seen[name] += 1
+        if numbers:
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+    return chosen
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    tasks=st.lists(st.sampled_from(TASKS), unique=True),
+    count=st.integers(-1, 12),
+    taken=st.dictionaries(st.sampled_from(CONNECTORS), st.integers(0, 3)),
+    epochs=st.none() | st.dictionaries(st.sampled_from(TASKS), st.integers(0, 4)),
+    members=st.integers(1, 3),
+)
+def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, epochs, members):
+    # Several members in a row share ``taken``, as ``_balance_separately`` does.
+    shortcut, plain = Counter(taken), Counter(taken)
+    for part in range(members):
+        mine = tasks[part::members]
+        assert balance.pick_spread_tasks(mine, count, shortcut, epochs) == (
+            pick_spread_tasks_plain(mine, count, plain, epochs))
+        assert shortcut == plain
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(policy=policies, ops=operations)
+@example(  # found by a random search: fails with the skip on whenever a delay is pending
+    policy=model.Policy.KOOPER,
+    ops=[("round", None), ("settle", None), ("round", None), ("round", None),
+         ("tasks", ("A", 0)), ("round", None), ("round", None), ("bounce", "w3"),
+         ("bounce", "w4"), ("time", 8320), ("time", 2817), ("settle", None), ("round", None),
+         ("round", None), ("settle", None), ("round", None), ("round", None), ("round", None),
+         ("time", 6170), ("settle", None), ("apply", "w2"), ("time", 8925), ("time", 3696),
+         ("settle", None), ("join", "w5"), ("leave", "w2"), ("round", None), ("bounce", "w2"),
+         ("tasks", ("C", 3)), ("join", "w1"), ("round", None), ("leave", "w1"),
+         ("bounce", "w0"), ("round", None), ("join", "w1"), ("leave", "w0"), ("round", None)],
+)
+def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops):
+    """Also with a cache kept over the history: the shortcut and the indexes together."""
+    real = assignor.plan
+    cache = assignor.Cache()
+    rounds = [0]
+
+    def both(snapshot, previous, *, now_ms, configured=None, cache_=None):
+        shortcut = real(snapshot, previous, now_ms=now_ms, configured=configured, cache=cache)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(assignor, "_spread_is_moot", lambda *_: False)
+            plain = real(snapshot, previous, now_ms=now_ms, configured=configured)
+        assert shortcut == plain, (snapshot, previous, now_ms)
+        rounds[0] += 1
+        return shortcut
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(assignor, "plan", both)
+        group = Group(policy, model.Protocol.COMPATIBLE)
+        group.join(NAMES[0])
+        run_history(group, ops)
+        group.converge()
+    assert rounds[0] > 0
+
+
+def a_round() -> assignor._Round:
+    snapshot = model.Snapshot(connectors={}, members={})
+    return assignor._Round(snapshot, model.PlanState(), 0, model.EMPTY,
+                           assignor.Cache(persistent=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    holdings=st.lists(st.frozensets(st.sampled_from(TASKS)), max_size=5),
+    groups=st.sets(st.sampled_from(CONNECTORS)),
+    thawed=st.sets(st.integers(0, 4)),
+)
+def test_counting_groups_once_a_round_counts_what_count_groups_counts(holdings, groups, thawed):
+    # Some sets as frozen (remembered for the round), some as edited drafts' plain sets.
+    sets = {ids.WorkerId(f"m{i}"): set(tasks) if i in thawed else tasks
+            for i, tasks in enumerate(holdings)}
+    round_ = a_round()
+    for _ in range(2):  # the second time from what the round remembered
+        assert round_._count_groups(sets, groups) == balance.count_groups(sets, groups)
+        for tasks in sets.values():
+            names = [ids.task_connector(task) for task in tasks]
+            doubled = Counter(names) if len(set(names)) < len(names) else None
+            assert round_._doubled(tasks) == doubled
