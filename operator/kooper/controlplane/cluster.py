@@ -22,12 +22,14 @@ the host's control socket, ``kooper.controlplane.host``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -260,7 +262,33 @@ class ControlPlane:
             processes.wait_for("kube-apiserver /readyz after etcd's restart",
                                self.apiserver_ready, timeout_s=timeout_s, interval_s=0.25,
                                alive=self.check_alive)
+        self._wait_controllers(timeout_s)
         return self.procs[name].pid
+
+    def _wait_controllers(self, timeout_s: float) -> None:
+        """Return once the controller manager acts again after a restart: a new namespace
+        gets its "default" ServiceAccount. Its watches were cut and come back on their
+        own backoff (seconds, longer under load); a caller that creates a namespace right
+        away would wait on that instead (the chaos tests share one control plane)."""
+        api = self.api()
+        name = f"kooper-restarted-{time.monotonic_ns()}"
+        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": name}})
+
+        def acting() -> bool:
+            try:
+                api.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+            except apierrors.ApiError:
+                return False
+            return True
+
+        try:
+            processes.wait_for("kube-controller-manager after the restart (a new namespace's "
+                               "default ServiceAccount)", acting, timeout_s=timeout_s,
+                               interval_s=0.25, alive=self.check_alive)
+        finally:
+            with contextlib.suppress(apierrors.ApiError):
+                api.delete(f"/api/v1/namespaces/{name}")
 
     def stop(self, *, grace_s: float = 15.0) -> None:
         """End every process, newest first (SIGTERM, then SIGKILL after ``grace_s``)."""
