@@ -21,6 +21,7 @@ assigns, and keeps the largest epoch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -194,6 +195,7 @@ def restore(
         connectors.update(mine.connectors)
         tasks.update(mine.tasks)
     assigned_anywhere = model.ConnectorsAndTasks(frozenset(connectors), frozenset(tasks))
+    revoking = _acknowledged_dropped(revoking, assignments, assigned_at)
     lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member, raw_resources in (document.get("lost") or {}).items():
         try:
@@ -246,6 +248,38 @@ def restore(
             settings[name] = (configs.get(name), states.get(name))
     return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch,
                     member_rejoins, floor, settings)
+
+
+def _acknowledged_dropped(revoking: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+                          assignments: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+                          assigned_at: Mapping[ids.WorkerId, int]
+                          ) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
+    """Each document's revoked set without what a newer document assigns.
+
+    The round that wrote the newer document had the barrier's word that the revoked
+    member stopped it (acknowledged) or departed, and a document is not rewritten
+    only to clear a revocation its member acknowledged (``model.tells_more``): what
+    such a set still lists runs elsewhere now, and the member no longer holds it.
+    """
+    if not revoking:
+        return dict(revoking)
+    result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    newer_c: set[str] = set()
+    newer_t: set[str] = set()
+    order = sorted(assignments, key=lambda m: -assigned_at[m])
+    for _, same in itertools.groupby(order, key=lambda m: assigned_at[m]):
+        written = list(same)
+        for member in written:
+            revoked = revoking.get(member)
+            if revoked:
+                kept = model.ConnectorsAndTasks(revoked.connectors - newer_c,
+                                                revoked.tasks - newer_t)
+                if kept:
+                    result[member] = revoked if len(kept) == len(revoked) else kept
+        for member in written:
+            newer_c.update(assignments[member].connectors)
+            newer_t.update(assignments[member].tasks)
+    return result
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:

@@ -304,16 +304,16 @@ class _Round:
         if previous.protocol is not protocol:
             changed = set(order)
         else:
+            was_at = previous.assigned_at
             changed = {
                 member
                 for member in order
                 if member in departed
                 or (was := was_assigned.get(member)) is None
                 or (was is not (now := nxt[member]) and was != now)
-                or (
-                    (told := was_revoking.get(member, empty)) is not (tell := revoked[member])
-                    and told != tell
-                )
+                or model.tells_more(
+                    was_revoking.get(member, empty), revoked[member],
+                    acknowledged=members[member].generation >= was_at.get(member, 0))
             }
         restarted = self._restarted(nxt, newly)
         changed.update(restarted)
