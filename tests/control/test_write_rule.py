@@ -128,6 +128,27 @@ def test_a_restored_leader_reads_no_revocation_that_a_newer_document_hands_out()
     assert again.configmap_writes == ()
 
 
+def test_a_restored_leader_reads_as_in_flight_only_the_revocations_the_status_lists():
+    members, memory = settled(["a", "b", "c"])
+    members = [*members, member("d")]
+    revoking = control.step(inputs(members), memory, now_ms=100)
+    members = apply(revoking, members)
+    handed = control.step(inputs(members), revoking.memory, now_ms=110)
+    # Only the revoking documents survive (as if "d" departed and its ConfigMap went):
+    # no newer document hands their work out, yet none of it is in flight.
+    configmaps = {w.member: views.ConfigMapView("default", views.configmap_name(w.member),
+                                                GROUP, w.member, "1",
+                                                codec.encode_assignment(w))
+                  for w in revoking.configmap_writes if w.revoked}
+    for step_, in_flight in ((revoking, True), (handed, False)):
+        assert step_.status is not None
+        persisted = state.encode(step_.status.state, owners=step_.status.owners)
+        assert bool(persisted["revoking"]) is in_flight
+        restored = control.restored(modelled.group(GROUP, SETTINGS, status={
+            "state": persisted}), configmaps)
+        assert bool(restored.state.revoking) is in_flight
+
+
 def test_a_revocation_rewrites_a_document_only_when_it_says_something_new():
     a, b = model.ConnectorsAndTasks.of(tasks=["A-0"]), model.ConnectorsAndTasks.of(tasks=["A-1"])
     table = [

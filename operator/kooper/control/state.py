@@ -72,6 +72,10 @@ def encode(
             if resources
         },
         "epochs": kept,
+        # Members whose document's revocations are not acknowledged yet. A document is
+        # not rewritten once its member acknowledged them (``model.tells_more``), so a
+        # restarted leader must not read what it still lists as work in flight.
+        "revoking": sorted(member for member, gone in state.revoking.items() if gone),
     }
     known = {*state.assignments, *state.lost}
     document["owners"] = {member: f"{kind}/{name}"
@@ -154,6 +158,9 @@ def restore(
     member_rejoins: dict[ids.WorkerId, int] = {}
     planned_for: dict[ids.WorkerId, str] = {}
     member_epoch = max(0, _int(document.get("memberEpoch"), 0))
+    unacknowledged = document.get("revoking")
+    in_flight = frozenset(str(m) for m in unacknowledged) \
+        if isinstance(unacknowledged, list) else None
     unreadable: list[str] = []
     documents: list[tuple[int, Mapping[str, Mapping[str, str]], Mapping[str, str]]] = []
     for member_name, text in configmaps:
@@ -177,7 +184,10 @@ def restore(
             member_epochs[member] = assignment.member_epoch
             member_rejoins[member] = assignment.rejoins
             member_epoch = max(member_epoch, assignment.member_epoch)
-        if assignment.revoked:
+        if assignment.revoked and (in_flight is None or member_name in in_flight
+                                   or assignment.generation > persisted_generation):
+            # In flight: the status says so, or it predates the document (the round
+            # that wrote it died before its status), or it is too old to say (no list).
             revoking[member] = assignment.revoked
         generation = max(generation, assignment.generation)
         for resource, epoch in assignment.epochs.items():
