@@ -311,9 +311,12 @@ class _Round:
                 if member in departed
                 or (was := was_assigned.get(member)) is None
                 or (was is not (now := nxt[member]) and was != now)
-                or model.tells_more(
-                    was_revoking.get(member, empty), revoked[member],
-                    acknowledged=members[member].generation >= was_at.get(member, 0))
+                or (
+                    (told := was_revoking.get(member, empty)) is not (tell := revoked[member])
+                    and model.tells_more(
+                        told, tell, acknowledged=members[member].generation
+                        >= was_at.get(member, 0))
+                )
             }
         restarted = self._restarted(nxt, newly)
         changed.update(restarted)
