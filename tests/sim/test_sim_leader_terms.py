@@ -86,8 +86,12 @@ def test_the_first_fourth_family_seeds_keep_every_invariant():
 
 # Found by the negative control: with the fence off (no leader epoch on the documents,
 # so workers accept any; nothing re-issued; nothing preconditioned), a stalled leader's
-# late writes land over the new term's and start work another member runs.
-UNFENCED_DOUBLE_OWNERSHIP = (746, 792, 928, 1158)
+# late writes land over the new term's and start work another member runs. Every seed
+# of the first 1,500 where it does. Since a revocation the member acknowledged rewrites
+# nobody (``model.tells_more``), rounds write fewer documents and the runs take other
+# paths: in 746 and 792 (listed before) a stalled leader's late writes are now only a
+# status, and 332, 972, 1047, 1235, 1241 and 1255 double-own instead.
+UNFENCED_DOUBLE_OWNERSHIP = (332, 928, 972, 1047, 1158, 1235, 1241, 1255)
 
 
 @pytest.mark.parametrize("seed", UNFENCED_DOUBLE_OWNERSHIP)
