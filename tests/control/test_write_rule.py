@@ -10,7 +10,7 @@ import dataclasses
 from kooper.control import modelled, state, views
 from kooper.control import step as control
 from kooper.core import ids, model
-from kooper.protocol import codec
+from kooper.protocol import codec, messages
 
 W = ids.WorkerId
 GROUP = "g"
@@ -164,3 +164,26 @@ def test_a_revocation_rewrites_a_document_only_when_it_says_something_new():
     for told, tell, acknowledged, rewrite in table:
         assert model.tells_more(told, tell, acknowledged=acknowledged) is rewrite, (
             told, tell, acknowledged)
+
+
+def test_a_restored_leader_reads_the_revocation_a_departed_member_left_unacknowledged():
+    """The status lists no revocation in flight for a departed member (its revocations
+    became lost work), but its document outlived it: what the status counts lost from
+    it and the document revokes is read as still held (hard chaos seed 5259, families 4);
+    what it revoked and acknowledged before (not counted lost) is not."""
+    tasks = model.ConnectorsAndTasks.of
+    gone = messages.Assignment(group=GROUP, member="gone", generation=7,
+                               protocol=model.Protocol.COMPATIBLE,
+                               assigned=tasks(tasks=["A-0"]),
+                               revoked=tasks(tasks=["A-1", "A-2"]), incarnation="i1")
+    persisted = {"version": state.STATE_VERSION, "generation": 10, "revoking": [],
+                 "lost": {"gone": codec.encode_resources(tasks(tasks=["A-1"]))}}
+    restored = state.restore(persisted, [("gone", codec.encode_assignment(gone))],
+                             group=GROUP)
+    assert restored.state.revoking == {W("gone"): tasks(tasks=["A-1"])}
+    assert restored.state.lost == {W("gone"): tasks(tasks=["A-1"])}
+    # Listed nowhere as lost: an acknowledged revocation, nothing held.
+    persisted["lost"] = {}
+    restored = state.restore(persisted, [("gone", codec.encode_assignment(gone))],
+                             group=GROUP)
+    assert restored.state.revoking == {}

@@ -134,3 +134,15 @@ def test_a_per_task_epoch_a_stalled_term_handed_out_is_never_handed_out_again():
     again. A restored leader now hands out every epoch above the persisted floor
     (``PlanState.epoch_base``; tests/control/test_step_epochs.py)."""
     assert chaos.run_hard(99265, families=4).violations == ()
+
+
+def test_a_restored_leader_holds_what_a_departed_member_left_revoking():
+    """Seed 5259 (kooper, delay 20 s): sim-2 departed (its pod gone) while c01-2 was
+    revoked from it and unacknowledged; the status counted c01-2 lost from it, its
+    ConfigMap outlived it, and the leader died. The new term restored sim-2 from that
+    ConfigMap as a member whose process may run on (``liveness.vanished``) but, the
+    status listing no revocation of it in flight, without c01-2: so c01-2 went back to
+    sim-2 as its lost work and on to sim-5 by balancing, in one round, 14 s into its
+    grace. ``state.restore`` reads what the status counts lost from a member and its
+    document revokes as still held (tests/control/test_write_rule.py)."""
+    assert chaos.run_hard(5259, families=4).violations == ()

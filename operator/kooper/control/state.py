@@ -163,6 +163,9 @@ def restore(
         if isinstance(unacknowledged, list) else None
     unreadable: list[str] = []
     documents: list[tuple[int, Mapping[str, Mapping[str, str]], Mapping[str, str]]] = []
+    settled: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    """Revoked sets the status says no revocation of is in flight (acknowledged, or the
+    member departed: then what the status counts lost from it is read below)."""
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
         if not text:
@@ -189,6 +192,8 @@ def restore(
             # In flight: the status says so, or it predates the document (the round
             # that wrote it died before its status), or it is too old to say (no list).
             revoking[member] = assignment.revoked
+        elif assignment.revoked:
+            settled[member] = assignment.revoked
         generation = max(generation, assignment.generation)
         for resource, epoch in assignment.epochs.items():
             epochs[resource] = max(epoch, epochs.get(resource, 0))
@@ -205,16 +210,26 @@ def restore(
         connectors.update(mine.connectors)
         tasks.update(mine.tasks)
     assigned_anywhere = model.ConnectorsAndTasks(frozenset(connectors), frozenset(tasks))
-    revoking = _acknowledged_dropped(revoking, assignments, assigned_at)
     lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member, raw_resources in (document.get("lost") or {}).items():
         try:
             resources = codec.decode_resources(raw_resources, f"status.state.lost[{member!r}]")
         except errors.RemoteProtocolError:
             continue  # Unreadable: nothing is known lost from it (the round reassigns it).
+        departed = ids.WorkerId(str(member))
+        if still := settled.get(departed, model.EMPTY).intersection(resources):
+            # It departed with this revocation unacknowledged (the status counts it lost
+            # from it) and its document outlived it. A restored leader presumes that a
+            # member whose pod is gone may run what its document gives it until its
+            # budget runs out (``liveness.vanished``), and this is part of that. Hard
+            # chaos seed 5259 (families 4): read as done, the revoked task was not held
+            # by the vanished member, which as a member got its lost task back and lost
+            # it to balancing in the same round: on another member inside its grace.
+            revoking[departed] = still
         resources = resources.difference(assigned_anywhere)
         if resources:
-            lost[ids.WorkerId(str(member))] = resources
+            lost[departed] = resources
+    revoking = _acknowledged_dropped(revoking, assignments, assigned_at)
     delay: model.Delay | None = None
     raw_delay = document.get("delay")
     if isinstance(raw_delay, Mapping) and isinstance(raw_delay.get("deadlineMs"), int):
