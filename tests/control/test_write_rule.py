@@ -51,7 +51,7 @@ def settled(names: list[str]) -> tuple[list[model.Member], control.Memory]:
 
 
 def assigned(memory: control.Memory) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
-    return dict(memory.state.assignments)
+    return dict(memory.persisted.state.assignments)
 
 
 def test_a_join_rewrites_only_the_documents_whose_assignment_changed():
@@ -87,8 +87,9 @@ def test_a_member_that_acknowledged_its_revocation_keeps_its_document():
         # The document it holds is the one it acts on: same generation, same work.
         assert handed.plan.members[W(name)].generation == document.generation
         assert handed.plan.members[W(name)].assigned == document.assigned
-        assert W(name) not in handed.memory.state.revoking
-    assert handed.memory.state.generation == revoking.memory.state.generation + 1
+        assert W(name) not in handed.memory.persisted.state.revoking
+    before = revoking.memory.persisted.state.generation
+    assert handed.memory.persisted.state.generation == before + 1
 
 
 def test_revoked_work_stays_with_its_member_until_it_acknowledges():
@@ -103,7 +104,7 @@ def test_revoked_work_stays_with_its_member_until_it_acknowledges():
     given = held.plan.members[W("d")].assigned
     mine = next(w for w in revoking.configmap_writes if w.member == slow).revoked
     assert not given.intersection(mine)  # the barrier: not handed out before it stops
-    assert held.memory.state.revoking[W(slow)] == mine
+    assert held.memory.persisted.state.revoking[W(slow)] == mine
 
 
 def test_a_restored_leader_reads_no_revocation_that_a_newer_document_hands_out():
@@ -122,7 +123,7 @@ def test_a_restored_leader_reads_no_revocation_that_a_newer_document_hands_out()
     group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
     restored = control.restored(group, configmaps)
     assert any(doc.revoked for doc in documents.values())  # still listed in the documents
-    assert restored.state.revoking == {}  # ... but all of it runs on "d" now
+    assert restored.persisted.state.revoking == {}  # ... but all of it runs on "d" now
     again = control.step(inputs(members, status={"state": persisted}, configmaps=configmaps),
                          restored, now_ms=120)
     assert again.configmap_writes == ()
@@ -146,7 +147,7 @@ def test_a_restored_leader_reads_as_in_flight_only_the_revocations_the_status_li
         assert bool(persisted["revoking"]) is in_flight
         restored = control.restored(modelled.group(GROUP, SETTINGS, status={
             "state": persisted}), configmaps)
-        assert bool(restored.state.revoking) is in_flight
+        assert bool(restored.persisted.state.revoking) is in_flight
 
 
 def test_a_revocation_rewrites_a_document_only_when_it_says_something_new():
