@@ -1,6 +1,6 @@
 """An operator rolled back across "acknowledged revocations rewrite nobody", in the simulator.
 
-    PYTHONPATH=operator .venv/bin/python benchmarks/bench_rollback.py [--to 4224363]
+    PYTHONPATH=operator .venv/bin/python benchmarks/bench_rollback.py [--to main]
         [--families 4] [--start 0] [--count 5000] [--from-start] [SEED ...]
 
 Runs hard chaos seeds (``sim.chaos.run_hard``) with this tree's operator until its
@@ -8,8 +8,8 @@ first restore (a restart or a new leader term); from then on, as an older operat
 would, every restore reads every document's ``revoked`` set as in flight (no
 ``status.state.revoking``, nothing dropped: ``state.restore`` before this change) and
 every round rewrites a document whose revoked set changed (the write rule before
-``model.tells_more``). ``--to 4224363``: the rest as in this tree (main's last commit
-before the change; its restore, write rule and assignor are these); ``--to fd89244^``:
+``model.tells_more``). ``--to main``: the rest as in this tree (main before the
+change: its restore, write rule and assignor are these); ``--to fd89244^``:
 also without ``assignor._one_origin_each`` (an assignor before ``fd89244``).
 ``--from-start``: the older rules from the first round (the control: no document
 written by this change). Prints the runs that restored and every failing seed.
@@ -90,7 +90,7 @@ def stale(options: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--to", choices=("4224363", "fd89244^", "this"), default="4224363")
+    parser.add_argument("--to", choices=("main", "fd89244^", "this"), default="main")
     parser.add_argument("--stale", action="store_true")
     parser.add_argument("--families", type=int, default=4)
     parser.add_argument("--start", type=int, default=0)

@@ -68,8 +68,8 @@ def run(tree: pathlib.Path, args: list[str]) -> dict[tuple[str, str], float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--base", default="4224363",
-                        help="the older commit (default 4224363, the last before this change)")
+    parser.add_argument("--base", default="5c463f7",
+                        help="the older commit (default 5c463f7, the last before this change)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each tree")
     parser.add_argument("args", nargs="*", help="bench_operator.py's arguments (after --)")
     options = parser.parse_args()
