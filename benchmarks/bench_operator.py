@@ -2,12 +2,13 @@
 
     .venv/bin/python benchmarks/bench_operator.py [--members 1000] [--tasks 100000]
         [--departures 20] [--joins 10] [--reports 10] [--profile out.pstats] [--gc-freeze]
-        [--gc-threshold 700,10,10]
+        [--gc-threshold 700,10,10] [--tree DIR]
 
 What it measures (printed, not asserted), each from the moment the bench acts:
 
-* departure → written: a member's pod and Lease are deleted (``delay 0s``, so its
-  work moves at once); stops when the last ConfigMap of the round that follows
+* departure → written: a member leaves as ``Worker.leave`` does, its Lease deleted
+  while its pod is still there (``delay 0s``, so its work moves at once; the pod is
+  deleted after the group converged); stops when the last ConfigMap of the round that follows
   is stored (the emulator's change feed timestamps every write, no polling), and
   separately when the WorkerGroup status shows the new generation (written
   after the ConfigMaps);
@@ -16,7 +17,13 @@ What it measures (printed, not asserted), each from the moment the bench acts:
   (one Lease patch); the next round assigns the freed work elsewhere;
 * API writes per round, by kind: only members whose assignment changed get a
   ConfigMap write; Connector status patches only for connectors whose placement
-  changed.
+  changed;
+* ConfigMap writes per disruption until converged (deletions included) against the
+  members whose assignment (what they run once converged) changed, and their ratio
+  (docs/protocol.md, "Which documents a round writes").
+
+``--tree DIR`` runs the operator of another checkout (``DIR/operator``) under this
+same bench: ``bench_writes.py`` uses it to measure an older commit in the same run.
 
 ``--profile PATH`` runs the operator's thread under cProfile during the measured
 part only, writes the stats to PATH and prints the top functions. The emulator
@@ -54,7 +61,11 @@ from typing import Any
 import kopf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "operator"))
+TREE = pathlib.Path(sys.argv[sys.argv.index("--tree") + 1]) if "--tree" in sys.argv[:-1] \
+    else ROOT
+"""``--tree DIR``: the operator of another checkout (an older commit, for before/after in one
+run, ``bench_writes.py``); read before the imports below, which it decides."""
+sys.path.insert(0, str(TREE / "operator"))
 
 from kooper.core import model  # noqa: E402
 from kooper.emulator import cluster, kopfthread  # noqa: E402
@@ -117,6 +128,7 @@ class Workers:
         self.emulated = emulated
         self.feed = feed
         self.state: dict[str, tuple[str, int, model.ConnectorsAndTasks]] = {}
+        self.leaving: list[str] = []
 
     def report(self, name: str) -> str:
         incarnation, generation, owned = self.state[name]
@@ -140,9 +152,19 @@ class Workers:
         }, namespace=NS)
 
     def remove(self, name: str) -> None:
+        """The member leaves as ``Worker.leave`` does: its Lease goes while its pod is still
+        there (what proves the process stopped); the pod goes once the group converged
+        (``reap``). A pod deleted with its Lease is a pod whose process may still run
+        (``control.liveness.vanished``): its work would wait out the Lease's hour."""
         self.state.pop(name)
-        self.emulated.delete("pods", name, namespace=NS)
         self.emulated.delete(LEASES, f"kooper-{name}", namespace=NS)
+        self.leaving.append(name)
+
+    def reap(self) -> None:
+        """Delete the pods of members that left (their departure is planned already)."""
+        for name in self.leaving:
+            self.emulated.delete("pods", name, namespace=NS)
+        self.leaving.clear()
 
     def document(self, name: str) -> messages.Assignment | None:
         cm = self.emulated.get("configmaps", f"kooper-{name}", namespace=NS)
@@ -190,6 +212,7 @@ def converge(emulated: cluster.EmulatedCluster, workers: Workers, timeout: float
     the round; computing 1,000 of them after the start takes longer than a second
     with no write): the next measurement then starts from an idle operator."""
     deadline = time.monotonic() + timeout
+    workers.reap()
     quiet = 0
     before = writes()
     while time.monotonic() < deadline:
@@ -275,6 +298,8 @@ def main() -> int:
                         help="the operator's own gc.freeze() (kooper run's default, "
                              "shell/gcfreeze.py), waited for before measuring; here it also "
                              "freezes the emulator's objects (the API server's elsewhere)")
+    parser.add_argument("--tree", metavar="DIR", default=str(ROOT),
+                        help="the checkout whose operator/ to run (read before the imports)")
     parser.add_argument("--gc-threshold", metavar="G0,G1,G2",
                         help="gc.set_threshold() before the operator starts (default: "
                              "CPython's 700,10,10)")
@@ -358,10 +383,13 @@ def main() -> int:
                 all_writes: dict[str, list[int]] = {}
                 sizes: dict[str, list[float]] = {}
                 cpu: list[float] = []
+                moved: list[int] = []
+                cm_total: list[int] = []
                 full_gcs = len(collections.pauses)
                 for i in range(count):
                     if prepare is not None:
                         prepare(i)
+                    running = {name: owned for name, (_, _, owned) in workers.state.items()}
                     generation = feed.generation
                     before = dict(stats.by_kind)
                     # getattr: the bench also runs against older trees, for before/after.
@@ -379,12 +407,17 @@ def main() -> int:
                     to_cm.append((max(written) if written else t_status) - t0)
                     cm_writes.append(len(written))
                     converge(emulated, workers, writes=writes, busy=busy)
+                    moved.append(sum(1 for name, (_, _, owned) in workers.state.items()
+                                     if owned != running.get(name, model.EMPTY)))
+                    cm_total.append(stats.by_kind.get("configmap", 0)
+                                    - before.get("configmap", 0))
                     for kind_, n in stats.by_kind.items():
                         calls = n - before.get(kind_, 0)
                         all_writes.setdefault(kind_, []).append(calls)
                         if calls:
                             sent = sent_by_kind.get(kind_, 0) - bytes_before.get(kind_, 0)
                             sizes.setdefault(kind_, []).append(sent / calls)
+                ratios = [c / max(1, m) for c, m in zip(cm_total, moved, strict=True)]
                 print(f"{kind}: n={count} (ms: "
                       + " ".join(f"{t * 1000:.0f}" for t in to_cm) + ")\n"
                       f"  -> last ConfigMap written: p50={percentile(to_cm, 50) * 1000:.0f}ms "
@@ -406,6 +439,10 @@ def main() -> int:
                                   for k, v in sorted(all_writes.items()))
                       + "; the first: " + ", ".join(f"{k}={v[0]}"
                                                     for k, v in sorted(all_writes.items()))
+                      + f"\n  ConfigMap writes until converged per member whose assignment "
+                      f"changed: median {statistics.median(cm_total):.0f} for "
+                      f"{statistics.median(moved):.0f}, ratio median "
+                      f"{statistics.median(ratios):.2f} max {max(ratios):.2f}"
                       + "\n  mean body bytes per write: "
                       + ", ".join(f"{k}={statistics.median(v):.0f}"
                                   for k, v in sorted(sizes.items())), flush=True)

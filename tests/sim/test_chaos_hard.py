@@ -64,8 +64,10 @@ def test_a_force_deleted_pods_process_running_on_never_shares_its_work():
     """Families 3 (issue 22): a kill may be a force delete, the pod re-created under its
     name while the old process runs on until its budget fences it. Told that a vanished
     pod's process stopped with it (the old rule), the step gave its work to the new
-    incarnation (seeds 2, 8) or to another member (21) while it still ran."""
-    for seed in (2, 8, 21):
+    incarnation (seed 8) or to another member (22, 42) while it still ran. (Seeds 2 and
+    21 showed it too until a round stopped rewriting documents whose revocation was
+    acknowledged: fewer writes, other timings; under the old rule they now pass by luck.)"""
+    for seed in (8, 22, 42):
         assert chaos.draw_extra(seed).force_delete
         assert chaos.run_hard(seed).violations == ()
         config, scenario = chaos.draw_hard(seed)

@@ -119,3 +119,17 @@ NEW_MEMBERSHIP_SAME_GENERATION = (3593,)
 @pytest.mark.parametrize("seed", NEW_MEMBERSHIP_SAME_GENERATION)
 def test_a_new_membership_always_comes_with_a_generation_the_member_has_not_seen(seed: int):
     assert chaos.run_hard(seed, families=3).violations == ()
+
+
+# Families 3, kooper: once acknowledged revocations stopped being rewritten (a document
+# keeps listing work its member stopped), a restarted leader read sim-2's old document
+# (generation 3, revoking c01-3, long since run by sim-4) as a revocation in flight; sim-2
+# fenced, sim-4 came back, and c01-3 was lost twice: given back to sim-4 and to sim-0 in
+# one round. Fixed: the status lists the members whose revocations are unacknowledged
+# (``status.state.revoking``) and a restore reads no other document's revoked set.
+ACKNOWLEDGED_REVOCATION_RESTORED = (8269,)
+
+
+@pytest.mark.parametrize("seed", ACKNOWLEDGED_REVOCATION_RESTORED)
+def test_a_restored_leader_reads_no_acknowledged_revocation_as_in_flight(seed: int):
+    assert chaos.run_hard(seed, families=3).violations == ()

@@ -204,8 +204,11 @@ def _restored(plan: model.Plan, previous: model.PlanState, snapshot: model.Snaps
         assigned = old.assigned.union(resources)
         revoked = old.revoked.difference(resources)
         restored = restored.union(resources)
+        report = snapshot.members[member]
         same = (assigned == previous.assignments.get(member)
-                and revoked == previous.revoking.get(member, model.EMPTY)
+                and not model.tells_more(
+                    previous.revoking.get(member, model.EMPTY), revoked,
+                    acknowledged=report.generation >= previous.assigned_at.get(member, 0))
                 and not assigned.intersection(model.ConnectorsAndTasks(
                     snapshot.restarts, snapshot.restarts)))
         generation = old.generation
@@ -216,7 +219,6 @@ def _restored(plan: model.Plan, previous: model.PlanState, snapshot: model.Snaps
         assigned_at[member] = generation
         members[member] = model.MemberPlan(assigned=assigned, revoked=revoked,
                                            generation=generation)
-        report = snapshot.members[member]
         if revoked and (member in changed or report.generation < generation):
             revoking[member] = revoked
         else:

@@ -21,6 +21,7 @@ assigns, and keeps the largest epoch.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -71,6 +72,10 @@ def encode(
             if resources
         },
         "epochs": kept,
+        # Members whose document's revocations are not acknowledged yet. A document is
+        # not rewritten once its member acknowledged them (``model.tells_more``), so a
+        # restarted leader must not read what it still lists as work in flight.
+        "revoking": sorted(member for member, gone in state.revoking.items() if gone),
     }
     known = {*state.assignments, *state.lost}
     document["owners"] = {member: f"{kind}/{name}"
@@ -153,8 +158,14 @@ def restore(
     member_rejoins: dict[ids.WorkerId, int] = {}
     planned_for: dict[ids.WorkerId, str] = {}
     member_epoch = max(0, _int(document.get("memberEpoch"), 0))
+    unacknowledged = document.get("revoking")
+    in_flight = frozenset(str(m) for m in unacknowledged) \
+        if isinstance(unacknowledged, list) else None
     unreadable: list[str] = []
     documents: list[tuple[int, Mapping[str, Mapping[str, str]], Mapping[str, str]]] = []
+    settled: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    """Revoked sets the status says no revocation of is in flight (acknowledged, or the
+    member departed: then what the status counts lost from it is read below)."""
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
         if not text:
@@ -176,8 +187,13 @@ def restore(
             member_epochs[member] = assignment.member_epoch
             member_rejoins[member] = assignment.rejoins
             member_epoch = max(member_epoch, assignment.member_epoch)
-        if assignment.revoked:
+        if assignment.revoked and (in_flight is None or member_name in in_flight
+                                   or assignment.generation > persisted_generation):
+            # In flight: the status says so, or it predates the document (the round
+            # that wrote it died before its status), or it is too old to say (no list).
             revoking[member] = assignment.revoked
+        elif assignment.revoked:
+            settled[member] = assignment.revoked
         generation = max(generation, assignment.generation)
         for resource, epoch in assignment.epochs.items():
             epochs[resource] = max(epoch, epochs.get(resource, 0))
@@ -200,9 +216,20 @@ def restore(
             resources = codec.decode_resources(raw_resources, f"status.state.lost[{member!r}]")
         except errors.RemoteProtocolError:
             continue  # Unreadable: nothing is known lost from it (the round reassigns it).
+        departed = ids.WorkerId(str(member))
+        if still := settled.get(departed, model.EMPTY).intersection(resources):
+            # It departed with this revocation unacknowledged (the status counts it lost
+            # from it) and its document outlived it. A restored leader presumes that a
+            # member whose pod is gone may run what its document gives it until its
+            # budget runs out (``liveness.vanished``), and this is part of that. Hard
+            # chaos seed 5259 (families 4): read as done, the revoked task was not held
+            # by the vanished member, which as a member got its lost task back and lost
+            # it to balancing in the same round: on another member inside its grace.
+            revoking[departed] = still
         resources = resources.difference(assigned_anywhere)
         if resources:
-            lost[ids.WorkerId(str(member))] = resources
+            lost[departed] = resources
+    revoking = _acknowledged_dropped(revoking, assignments, assigned_at)
     delay: model.Delay | None = None
     raw_delay = document.get("delay")
     if isinstance(raw_delay, Mapping) and isinstance(raw_delay.get("deadlineMs"), int):
@@ -246,6 +273,38 @@ def restore(
             settings[name] = (configs.get(name), states.get(name))
     return Restored(state, tuple(sorted(unreadable)), member_epochs, member_epoch,
                     member_rejoins, floor, settings)
+
+
+def _acknowledged_dropped(revoking: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+                          assignments: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
+                          assigned_at: Mapping[ids.WorkerId, int]
+                          ) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
+    """Each document's revoked set without what a newer document assigns.
+
+    The round that wrote the newer document had the barrier's word that the revoked
+    member stopped it (acknowledged) or departed, and a document is not rewritten
+    only to clear a revocation its member acknowledged (``model.tells_more``): what
+    such a set still lists runs elsewhere now, and the member no longer holds it.
+    """
+    if not revoking:
+        return dict(revoking)
+    result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    newer_c: set[str] = set()
+    newer_t: set[str] = set()
+    order = sorted(assignments, key=lambda m: -assigned_at[m])
+    for _, same in itertools.groupby(order, key=lambda m: assigned_at[m]):
+        written = list(same)
+        for member in written:
+            revoked = revoking.get(member)
+            if revoked:
+                kept = model.ConnectorsAndTasks(revoked.connectors - newer_c,
+                                                revoked.tasks - newer_t)
+                if kept:
+                    result[member] = revoked if len(kept) == len(revoked) else kept
+        for member in written:
+            newer_c.update(assignments[member].connectors)
+            newer_t.update(assignments[member].tasks)
+    return result
 
 
 def restore_owners(raw: object) -> dict[str, tuple[str, str]]:

@@ -304,6 +304,7 @@ class _Round:
         if previous.protocol is not protocol:
             changed = set(order)
         else:
+            was_at = previous.assigned_at
             changed = {
                 member
                 for member in order
@@ -312,7 +313,9 @@ class _Round:
                 or (was is not (now := nxt[member]) and was != now)
                 or (
                     (told := was_revoking.get(member, empty)) is not (tell := revoked[member])
-                    and told != tell
+                    and model.tells_more(
+                        told, tell, acknowledged=members[member].generation
+                        >= was_at.get(member, 0))
                 )
             }
         restarted = self._restarted(nxt, newly)

@@ -247,6 +247,24 @@ class PlanState:
         return result
 
 
+def tells_more(told: ConnectorsAndTasks, tell: ConnectorsAndTasks, *,
+               acknowledged: bool) -> bool:
+    """Whether a member's revocations ``tell`` need a new document, when the document it
+    holds revoked ``told`` (``PlanState.revoking``) and its assignment did not change.
+
+    A revoked set is an order to stop. A member that acknowledged its document (reports
+    its generation or a later one) stopped everything the document revokes: that set is
+    done, and a document that lists it still says nothing the member must act on. So
+    letting go of ``told`` rewrites nobody; a revocation the document does not state yet
+    does, and so does any change while the member has not acknowledged its document.
+    The barrier never reads ``revoked`` from a document the member acknowledged
+    (``assignor``: unacknowledged revocations are held only below ``assigned_at``).
+    """
+    if told is tell or told == tell:
+        return False
+    return bool(tell) or not acknowledged
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class MemberPlan:
     """One member's part of a round: what it may run and what it must stop."""
