@@ -258,8 +258,7 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
     new_state = state.merge_partial(memory.persisted.state, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
         d.now.restarts, done=memory.persisted.restarts_done, plan=plan, failed=failed,
-        now_ms=d.now_ms,
-        present=d.now.wanted.counts)
+        now_ms=d.now_ms, present=d.now.wanted.counts)
     book, task_restarts = learning.book(d, failed, retry_ms=retry_ms)
     failing = sorted(r for r, rec in book.items() if rec.failing)
     gone = tuple(sorted((set(d.inputs.configmaps) | memory.persisted.configmaps)
@@ -290,8 +289,7 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
         failures=book, task_restarts=task_restarts, rejected=d.rejected, held=d.now.hold.held,
         hold_released=group.release_hold if d.now.hold.released else memory.volatile.hold_released,
         paced=d.planned.paced.pending, learned=learned, handing=handing,
-        vanished=d.seen.vanished,
-    )
+        vanished=d.seen.vanished)
     facts = reporting.facts(d, failing)
     written = GroupStatus(
         facts=facts, state=new_state, owners=owners, epoch_floor=docs.floor,
@@ -300,9 +298,8 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
         if group.settings.policy is model.Policy.KOOPER else None)
     return Step(
         memory=next_memory,
-        wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms,
-                         d.now_ms + retry_ms if failed else None,
-                         *(r.next_at_ms for r in book.values())),
+        wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms, d.now_ms + retry_ms if failed
+                         else None, *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=memory.persisted.state, configmap_writes=docs.writes,
         status=written, deletes=tuple(ids.WorkerId(m) for m in gone),
         events=reporting.every_event(d, out),
