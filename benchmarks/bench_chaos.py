@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(tempfile.gettempdir()) / "kooper-chaos-failures.txt",
                         help="file to write every failing seed and its violations to")
     parser.add_argument("--show", type=int, default=20, help="failing seeds to print")
-    parser.add_argument("--families", type=int, default=3,
-                        help="version of the fault families (chaos.run_hard; default 3)")
+    parser.add_argument("--families", type=int, default=4,
+                        help="version of the fault families (chaos.run_hard; default 4)")
     parser.add_argument("--progress", type=int, default=0,
                         help="print a progress line every N runs (0: never)")
     args = parser.parse_args(argv)
