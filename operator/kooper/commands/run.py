@@ -117,7 +117,7 @@ async def _preflight(login: Login, namespaces: tuple[str, ...]) -> None:
     from kooper.sdk import apierrors
     from kooper.shell import kube
 
-    plain = [ns for ns in namespaces if not set(ns) & set("*?[]!,")]
+    plain = [ns for ns in namespaces if not settings.NAMESPACE_PATTERN & set(ns)]
     where = f"/namespaces/{plain[0]}" if plain else ""
     client = kube.Client(login)
     try:

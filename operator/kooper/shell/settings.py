@@ -90,7 +90,9 @@ class RetryForever:
     nothing that restarts it. A restarted kube-apiserver answers 503 for a moment while
     it installs its paths, so a finite list lost the race to an outage of a few seconds
     (``tests/chaos_real/test_restart_chaos.py``). Re-iterable: kopf iterates it anew for
-    every request.
+    every request. A 403 is retried like the rest (a missing permission is logged every
+    few seconds instead of stopping the operator), so kopf's namespace scan, whose
+    fallback waits for a 403 to escalate, is off where it has nothing to find (``tune``).
     """
 
     def __init__(self, first: Iterable[float], *, every_s: float) -> None:
@@ -101,6 +103,15 @@ class RetryForever:
         return itertools.chain(self.first, itertools.repeat(self.every_s))
 
 
+NAMESPACE_PATTERN = frozenset("*?[]!,")
+"""Characters that make a ``--namespace`` a kopf pattern rather than one namespace's name."""
+
+
+def exact_namespaces(namespaces: tuple[str, ...]) -> bool:
+    """Whether ``namespaces`` names namespaces one by one (no pattern, not cluster-wide)."""
+    return bool(namespaces) and not any(NAMESPACE_PATTERN & set(ns) for ns in namespaces)
+
+
 def tune(settings: Any, config: Config) -> None:
     """Adjust ``kopf.OperatorSettings``: quiet k8s-event posting, peering, fast watch recovery."""
     settings.posting.level = 100  # kopf's own per-handler Events: off; we post our own.
@@ -108,6 +119,12 @@ def tune(settings: Any, config: Config) -> None:
     settings.networking.error_backoffs = RetryForever((0.1, 0.5, 1, 2), every_s=5)
     settings.watching.server_timeout = settings.watching.server_timeout or 300
     settings.queueing.idle_timeout = 30
+    if exact_namespaces(config.namespaces):
+        # Nothing to discover: kopf serves these namespaces as given. Its scan would list
+        # namespaces, which a namespaced install may not (the chart grants it no such
+        # RBAC), and kopf's fallback waits for that 403 to escalate, which RetryForever's
+        # backoffs never let it do: the operator would never start watching.
+        settings.scanning.disabled = True
     if config.peering:
         settings.peering.name = config.peering
         settings.peering.priority = config.priority
