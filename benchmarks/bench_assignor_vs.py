@@ -18,8 +18,8 @@ import re
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
+
+import trees
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_assignor.py"
@@ -53,16 +53,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tree")
     parser.add_argument("args", nargs="*", help="bench_assignor.py's arguments (after --)")
     options = parser.parse_args()
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    head = trees.head()
     results: dict[str, list[Rows]] = {"base": [], "this": []}
-    with tempfile.TemporaryDirectory(prefix="kooper-base-") as tmp:
-        base = pathlib.Path(tmp)
-        archive = base / "operator.tar"
-        subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), options.base,
-                        "operator"], check=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(base, filter="data")
+    with trees.older(options.base) as base:
         for index in range(options.repeat):
             for name, tree in (("base", base), ("this", ROOT)):
                 print(f"run {index + 1}/{options.repeat}: {name} ({tree})", file=sys.stderr,

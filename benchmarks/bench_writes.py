@@ -19,8 +19,8 @@ import re
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
+
+import trees
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_operator.py"
@@ -74,16 +74,9 @@ def main() -> int:
     parser.add_argument("args", nargs="*", help="bench_operator.py's arguments (after --)")
     options = parser.parse_args()
     args = options.args or ["--gc-freeze"]
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    head = trees.head()
     results: dict[str, list[dict[tuple[str, str], float]]] = {"base": [], "this": []}
-    with tempfile.TemporaryDirectory(prefix="kooper-base-") as tmp:
-        base = pathlib.Path(tmp)
-        archive = base / "operator.tar"
-        subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), options.base,
-                        "operator"], check=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(base, filter="data")
+    with trees.older(options.base) as base:
         for _ in range(options.repeat):
             for name, tree in (("base", base), ("this", ROOT)):
                 print(f"running {name} ({tree})", file=sys.stderr, flush=True)
