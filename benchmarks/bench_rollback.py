@@ -10,7 +10,7 @@ would, every restore reads every document's ``revoked`` set as in flight (no
 every round rewrites a document whose revoked set changed (the write rule before
 ``model.tells_more``). ``--to main``: the rest as in this tree (main before the
 change: its restore, write rule and assignor are these); ``--to fd89244^``:
-also without ``assignor._one_origin_each`` (an assignor before ``fd89244``).
+also without ``assignor.lost.one_origin_each`` (an assignor before ``fd89244``).
 ``--from-start``: the older rules from the first round (the control: no document
 written by this change). Prints the runs that restored and every failing seed.
 ``--stale``: instead, how many runs end with a document that still lists a revocation
@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kooper.control import state
-from kooper.core import assignor, model
+from kooper.core import model
+from kooper.core.assignor import lost as lost_stage
 from kooper.sim import chaos
 
 _RESTORE = state.restore
@@ -105,7 +106,7 @@ def main() -> int:
     model.tells_more = switch.tells_more
     state._acknowledged_dropped = switch.dropped
     if options.to == "fd89244^":
-        assignor._one_origin_each = lambda lost, assigned: None
+        lost_stage.one_origin_each = lambda lost, assigned: None
     seeds = options.seeds or range(options.start, options.start + options.count)
     began = time.monotonic()
     restored = 0

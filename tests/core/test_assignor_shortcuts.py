@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from tests.core.test_assignor_properties import NAMES, Group, operations, policies, run_history
 
 from kooper.core import assignor, balance, ids, model
+from kooper.core.assignor import groups as groups_stage
+from kooper.core.assignor import holdings, spread
 
 CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
 TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
@@ -98,7 +100,7 @@ def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops
     def both(snapshot, previous, *, now_ms, configured=None, cache_=None):
         shortcut = real(snapshot, previous, now_ms=now_ms, configured=configured, cache=cache)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(assignor, "_spread_is_moot", lambda *_: False)
+            patch.setattr(spread, "moot", lambda *_: False)
             plain = real(snapshot, previous, now_ms=now_ms, configured=configured)
         assert shortcut == plain, (snapshot, previous, now_ms)
         rounds[0] += 1
@@ -113,9 +115,9 @@ def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops
     assert rounds[0] > 0
 
 
-def a_round() -> assignor._Round:
+def a_round() -> holdings.Round:
     snapshot = model.Snapshot(connectors={}, members={})
-    return assignor._Round(snapshot, model.PlanState(), 0, model.EMPTY,
+    return holdings.Round(snapshot, model.PlanState(), 0, model.EMPTY,
                            assignor.Cache(persistent=False))
 
 
@@ -131,8 +133,8 @@ def test_counting_groups_once_a_round_counts_what_count_groups_counts(holdings, 
             for i, tasks in enumerate(holdings)}
     round_ = a_round()
     for _ in range(2):  # the second time from what the round remembered
-        assert round_._count_groups(sets, groups) == balance.count_groups(sets, groups)
+        assert groups_stage.count_groups(round_, sets, groups) == balance.count_groups(sets, groups)
         for tasks in sets.values():
             names = [ids.task_connector(task) for task in tasks]
             doubled = Counter(names) if len(set(names)) < len(names) else None
-            assert round_._doubled(tasks) == doubled
+            assert groups_stage.doubled(round_, tasks) == doubled

@@ -63,7 +63,7 @@ def test_a_forged_claim_neither_reuses_an_epoch_nor_stalls_the_group(seed: int):
 # to its returning member died before its audit rows; the member's own start is the
 # evidence (the check). 16071: under kip415, work a returning member still reported (from
 # before it was cut off) was revoked from it and, once let go, handed out before the
-# delay ran out; it stays lost (assignor._returned_holding). 21193: an eager round (which
+# delay ran out; it stays lost (assignor.lost.returned_holding). 21193: an eager round (which
 # ends every wait) died mid-write; its documents were acted on, and its rows are now kept,
 # marked cut, promising nothing (runner._record_audit).
 # 43378: a return decided only by a round the operator died in ended the wait, and the

@@ -122,7 +122,7 @@ def test_a_task_revoked_from_two_members_that_both_fenced_is_placed_once():
     """Seed 21824: an API outage (25 s) fenced every member while a task sat in the
     revoked lists of two of them (one stale); the new term's first plan lost it from
     both, and the rules for each origin placed it twice: on two members at one epoch.
-    The assignor keeps a lost resource under one origin (``assignor._one_origin_each``)."""
+    The assignor keeps a lost resource under one origin (``assignor.lost.one_origin_each``)."""
     assert chaos.run_hard(21824, families=4).violations == ()
 
 

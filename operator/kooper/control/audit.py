@@ -24,7 +24,7 @@ column, ``change``, that readers of the base schema ignore:
   configured delay);
 * ``stop`` / ``released`` (``kooper``, with the snapshot): a member that departed
   earlier is now known not to return (its owner scaled it away); what it lost stops
-  waiting and is handed out this round (``assignor._rule_permanent_departure``);
+  waiting and is handed out this round (``assignor.rules.permanent_departure``);
 * ``join`` / ``leave``: membership changes; ``round``: a round that changed
   assignments or the pending delay's deadline (a delay starting or ending rewrites
   no member's work). It carries ``until_ms``: the delay deadline the round left
@@ -55,7 +55,7 @@ departed = events_.departed
 def fenced_since_assigned(previous: model.PlanState,
                           snapshot: model.Snapshot) -> list[ids.WorkerId]:
     """Members that self-fenced after applying their current assignment: the assignor
-    counts them departed (``assignor._fenced_since_assigned``), all they held lost."""
+    counts them departed (``assignor.holdings.fenced_since_assigned``), all they held lost."""
     return sorted(
         member for member, report in snapshot.members.items()
         if report.fenced and member in previous.assignments
