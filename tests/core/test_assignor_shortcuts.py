@@ -68,7 +68,7 @@ def pick_spread_tasks_plain(
     members=st.integers(1, 3),
 )
 def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, epochs, members):
-    # Several members in a row share ``taken``, as ``_balance_separately`` does.
+    # Several members in a row share ``taken``, as ``revocations.revoke`` does.
     shortcut, plain = Counter(taken), Counter(taken)
     for part in range(members):
         mine = tasks[part::members]
