@@ -6,6 +6,7 @@ shortcut, kept here as the reference) on random inputs, and asks for equal answe
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,8 @@ from tests.core.test_assignor_properties import NAMES, Group, operations, polici
 
 from kooper.core import assignor, balance, ids, model
 from kooper.core.assignor import groups as groups_stage
-from kooper.core.assignor import holdings, spread
+from kooper.core.assignor import holdings as holdings_stage
+from kooper.core.assignor import spread
 
 CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
 TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
@@ -115,9 +117,9 @@ def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops
     assert rounds[0] > 0
 
 
-def a_round() -> holdings.Round:
+def a_round() -> holdings_stage.Round:
     snapshot = model.Snapshot(connectors={}, members={})
-    return holdings.Round(snapshot, model.PlanState(), 0, model.EMPTY,
+    return holdings_stage.Round(snapshot, model.PlanState(), 0, model.EMPTY,
                            assignor.Cache(persistent=False))
 
 
@@ -138,3 +140,39 @@ def test_counting_groups_once_a_round_counts_what_count_groups_counts(holdings, 
             names = [ids.task_connector(task) for task in tasks]
             doubled = Counter(names) if len(set(names)) < len(names) else None
             assert groups_stage.doubled(round_, tasks) == doubled
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    holdings=st.lists(st.frozensets(st.sampled_from(TASKS)), max_size=5),
+    groups=st.sets(st.sampled_from(CONNECTORS)),
+)
+def test_counting_the_configured_ids_of_the_wanted_connectors_counts_what_count_groups_counts(
+        holdings, groups):
+    # A round that knows every wanted connector's size reads only those connectors' ids.
+    snapshot = model.Snapshot(connectors=dict.fromkeys(CONNECTORS, 5), members={})
+    round_ = holdings_stage.Round(snapshot, model.PlanState(), 0, model.EMPTY,
+                                  assignor.Cache(persistent=False))
+    sets = {ids.WorkerId(f"m{i}"): tasks for i, tasks in enumerate(holdings)}
+    assert groups_stage.count_groups(round_, sets, groups) == balance.count_groups(sets, groups)
+
+
+def test_a_plan_hands_the_next_round_what_it_read_of_each_task_set():
+    names = list(map(ids.WorkerId, "xy"))
+    snapshot = model.Snapshot(connectors={"a": 4, "b": 2},
+                              members={m: model.Member(id=m, incarnation="1") for m in names})
+    first = assignor.plan(snapshot, model.PlanState(), now_ms=0)
+    settled = dataclasses.replace(snapshot, members={
+        m: dataclasses.replace(snapshot.members[m], owned=first.members[m].assigned,
+                               generation=first.members[m].generation) for m in names})
+    second = assignor.plan(settled, first.state, now_ms=1)
+    assert second.state.shapes.keys() == set(names), "the settled round read every set"
+    for member, (tasks, doubled) in second.state.shapes.items():
+        assert tasks is second.members[member].assigned.tasks
+        connectors = [ids.task_connector(task) for task in tasks]
+        assert doubled == (Counter(connectors) if len(set(connectors)) < len(connectors)
+                           else None)
+    assert second.state == dataclasses.replace(second.state, shapes={}), "never compared"
+    again = assignor.plan(settled, second.state, now_ms=2)
+    assert again == assignor.plan(settled, dataclasses.replace(second.state, shapes={}),
+                                  now_ms=2), "plans the same without it"

@@ -3,7 +3,7 @@
 import itertools
 import operator
 from collections.abc import Iterable, Iterator
-from typing import NewType
+from typing import NewType, cast
 
 WorkerId = NewType("WorkerId", str)
 """A member's stable identity: its pod name (``workers-0``)."""
@@ -29,6 +29,12 @@ _FIRST = operator.itemgetter(0)
 def task_id(connector: str, number: int) -> TaskId:
     """The id of task ``number`` of ``connector`` (``task_id("A", 0) == "A-0"``)."""
     return TaskId(f"{connector}-{number}")
+
+
+def task_ids(connector: str, count: int) -> list[TaskId]:
+    """The ids of a connector's ``count`` tasks, in number order (``task_id`` of each)."""
+    prefix = f"{connector}-"
+    return cast(list[TaskId], [prefix + str(number) for number in range(count)])
 
 
 def task_connector(task: str) -> ConnectorName:

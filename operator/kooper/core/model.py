@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from kooper.core import defaults, ids
@@ -203,6 +204,10 @@ class RevocationBackoff:
     """No balancing revocation before this time."""
 
 
+Shape = tuple[frozenset[str], Counter[str] | None]
+"""A task set and its tasks per connector when it has two of one (``PlanState.shapes``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class PlanState:
     """What the leader remembers between rounds (persisted in WorkerGroup status).
@@ -238,6 +243,13 @@ class PlanState:
     forgotten: bool = False
     """A new leader that knows nothing but the delay: adopt what members report owning,
     and (KIP-415) treat unaccounted resources as lost while a delay is in progress."""
+    shapes: Mapping[ids.WorkerId, Shape] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
+    """Derived from ``assignments``, never persisted nor compared: per member, its task
+    set and, if it holds two tasks of one connector, how many of each
+    (``assignor.groups.doubled``), as far as the round that planned them read them. The
+    next round skips re-reading the ids of sets that did not move; without it (a
+    restored state) it reads them, and plans the same."""
 
     def lost_resources(self) -> ConnectorsAndTasks:
         """Every lost resource, whoever it was lost from."""

@@ -51,6 +51,16 @@ def count_groups(
     counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
     if not wanted:
         return counts
+    sizes = r.snapshot.connectors
+    if all(group in sizes for group in wanted):
+        # A draft holds configured tasks only (``contested.kept``): a wanted connector's
+        # are its ``size`` ids, and only those of a member's set are read.
+        named = {task for group in wanted for task in ids.task_ids(group, sizes[group])}
+        for member, tasks in holdings.items():
+            mine = named.intersection(tasks)
+            for name in ids.task_connectors(mine):
+                counts[name][member] += 1
+        return counts
     # Each (group, member) is counted once: set, not added (no ``Counter.__missing__``).
     for member, tasks in holdings.items():
         held = connectors(tasks)

@@ -42,8 +42,10 @@ class Round:
         self.receivers = rules.receivers(snapshot, self.rules)
         self.departed = departed(snapshot, previous)
         self.current, self.held = hold(self.order, snapshot, previous, self.departed, cache)
-        self.doubled_of: dict[int, tuple[frozenset[str], indexes.Doubled]] = {}
-        """``spread.doubled`` of the task sets seen this round, by ``id`` (holding the set)."""
+        self.doubled_of: dict[int, model.Shape] = {
+            id(shape[0]): shape for shape in previous.shapes.values()}
+        """``groups.doubled`` of the task sets seen this round, by ``id`` (holding the set),
+        starting from what the previous round read (``PlanState.shapes``)."""
         self.contested: indexes.Union | None = None
         """``contested.union``'s answer, once asked without a persistent cache."""
 

@@ -59,6 +59,7 @@ def finish(
         revoking=_revoking(r, revoked, changed, assigned_at),
         eager_revoking=eager_revoking,
         backoff=held_back,
+        shapes=_shapes(r, nxt),
     )
     newly_lost = model.EMPTY
     for member in r.departed:
@@ -75,6 +76,13 @@ def finish(
         newly_lost=newly_lost.intersection(r.configured),
         unassigned=_unassigned(r, nxt),
     )
+
+
+def _shapes(r: Round, nxt: Holdings) -> dict[ids.WorkerId, model.Shape]:
+    """``PlanState.shapes``: what this round read of the members' new task sets."""
+    known = r.doubled_of
+    return {member: shape for member in r.order
+            if (shape := known.get(id(nxt[member].tasks))) is not None}
 
 
 def _revoked(r: Round, nxt: Holdings) -> Holdings:
