@@ -37,31 +37,63 @@ def allocate(
     ``group_counts`` (group -> member -> count) describes the current holdings.
     Returns what each member is given.
     """
-    given: dict[ids.WorkerId, list[str]] = defaultdict(list)
     if not loads or not free:
-        return dict(given)
-    lo, hi, extra = quotas.targets(total, len(loads))
+        return {}
+    limits = quotas.targets(total, len(loads))
+    return _hand_out(free, loads, limits, group_of, _copied(group_counts))
+
+
+_SKIP_LIMIT = 32
+"""Members of a group's holders the cheap path may skip before the group gets its own heap."""
+
+
+def _hand_out(
+    free: Sequence[str],
+    loads: Mapping[ids.WorkerId, int],
+    limits: tuple[int, int, int],
+    group_of: GroupKey | None,
+    counts: defaultdict[str, Counter[ids.WorkerId]],
+) -> dict[ids.WorkerId, list[str]]:
+    """``allocate``'s loop, ``limits`` being ``quotas.targets`` and ``counts`` its copy of
+    the group counts (updated). The cheap path keeps a heap of (load, member), stale
+    entries included, and skips the members already holding the resource's group."""
+    lo, hi, extra = limits
+    given: dict[ids.WorkerId, list[str]] = defaultdict(list)
     load = dict(loads)
     at_hi = sum(1 for value in load.values() if value >= hi > lo)
     heap = [(value, member) for member, value in load.items()]
     heapq.heapify(heap)
-    counts = _copied(group_counts)
     group_heaps: dict[str, _GroupHeap] = {}  # built on demand: ``_group_heap``
     for resource in free:
         group = group_of(resource) if group_of else ""
         holders = counts[group] if group else None
+        chosen: ids.WorkerId | None = None
         limit = hi if at_hi < extra else lo  # ``hi`` while ``hi`` slots remain
         by_group = group_heaps.get(group) if holders else None
         if by_group is not None and holders is not None:
             chosen = _pop_fewest(by_group, holders, load, limit)
         else:
-            chosen, crowded = _pop_least(heap, load, limit, holders)
+            skipped: list[tuple[int, ids.WorkerId]] = []
+            while heap:
+                value, member = heap[0]
+                if value != load[member]:
+                    heapq.heappop(heap)  # stale entry
+                    continue
+                if value >= limit:
+                    break
+                heapq.heappop(heap)
+                if holders and holders.get(member, 0) > 0:
+                    skipped.append((value, member))
+                    if len(skipped) > _SKIP_LIMIT:
+                        break  # most members hold this group: switch to its own heap
+                    continue
+                chosen = member
+                break
+            for entry in skipped:
+                heapq.heappush(heap, entry)
             if chosen is None and holders:
-                if crowded:
-                    by_group = group_heaps[group] = _group_heap(holders, load, limit)
-                    chosen = _pop_fewest(by_group, holders, load, limit)
-                else:
-                    chosen = _fewest_of(holders, load, limit)
+                crowded = len(skipped) > _SKIP_LIMIT
+                chosen = _among_holders(group_heaps, group, holders, load, limit, crowded=crowded)
         if chosen is None:
             chosen = min(load, key=lambda m: (load[m], m))
         given[chosen].append(resource)
@@ -72,10 +104,6 @@ def allocate(
         if holders is not None:
             holders[chosen] += 1
     return dict(given)
-
-
-_SKIP_LIMIT = 32
-"""Members of a group's holders the cheap path may skip before the group gets its own heap."""
 
 
 def _copied(
@@ -89,45 +117,21 @@ def _copied(
     return counts
 
 
-def _pop_least(
-    heap: list[tuple[int, ids.WorkerId]],
+def _among_holders(
+    group_heaps: dict[str, _GroupHeap],
+    group: str,
+    holders: Mapping[ids.WorkerId, int],
     load: Mapping[ids.WorkerId, int],
     limit: int,
-    holders: Mapping[ids.WorkerId, int] | None,
-) -> tuple[ids.WorkerId | None, bool]:
-    """The cheap path: the least-loaded member under ``limit`` holding none of the group.
-
-    ``heap`` holds (load, member), stale entries included (dropped as they surface).
-    Also returns whether more than ``_SKIP_LIMIT`` members under ``limit`` were skipped
-    for holding the group: most do, and the group should get its own heap.
-    """
-    chosen: ids.WorkerId | None = None
-    skipped: list[tuple[int, ids.WorkerId]] = []
-    while heap:
-        value, member = heap[0]
-        if value != load[member]:
-            heapq.heappop(heap)  # stale entry
-            continue
-        if value >= limit:
-            break
-        heapq.heappop(heap)
-        if holders and holders.get(member, 0) > 0:
-            skipped.append((value, member))
-            if len(skipped) > _SKIP_LIMIT:
-                break  # most members hold this group: switch to its own heap
-            continue
-        chosen = member
-        break
-    for entry in skipped:
-        heapq.heappush(heap, entry)
-    return chosen, len(skipped) > _SKIP_LIMIT
-
-
-def _fewest_of(
-    holders: Mapping[ids.WorkerId, int], load: Mapping[ids.WorkerId, int], limit: int,
+    *,
+    crowded: bool,
 ) -> ids.WorkerId | None:
-    """Among the members holding the group and under ``limit``, the one holding fewest of
-    it, then the lowest load, then the smallest id."""
+    """When every member the cheap path saw under ``limit`` holds the group: the one
+    holding fewest of it, then the lowest load, then the smallest id. ``crowded`` (the
+    cheap path gave up): from the group's own heap, built now (``group_heaps``)."""
+    if crowded:
+        by_group = group_heaps[group] = _group_heap(holders, load, limit)
+        return _pop_fewest(by_group, holders, load, limit)
     eligible = [m for m in holders if holders[m] > 0 and load[m] < limit]
     if not eligible:
         return None
