@@ -1,0 +1,144 @@
+"""Which resources a member gives up, once ``quotas`` says how many.
+
+Under ``kip415`` a member keeps what comes first in KIP-415 order (``pick_last``);
+under ``kooper`` it gives up tasks of the connectors it holds most of first
+(``pick_spread_tasks``), so every revocation also spreads a connector's tasks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import operator
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from kooper.core import ids, model
+
+
+def pick_last(resources: Iterable[str], count: int,
+              epochs: Mapping[str, int] | None = None) -> list[str]:
+    """The ``count`` resources that come last in KIP-415 order (keep the first ones);
+    with ``epochs``, those handed out most often first (work that already moved)."""
+    if epochs:
+        ordered = sorted(resources, key=lambda r: (epochs.get(r, 0), model.resource_sort_key(r)))
+    else:
+        ordered = sorted(resources, key=model.resource_sort_key)
+    return ordered[len(ordered) - count :] if count > 0 else []
+
+
+_Entry = tuple[int, int, int, int]
+"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, -top epoch, picked, rank)."""
+
+
+def pick_spread_tasks(
+    tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
+    epochs: Mapping[str, int] | None = None,
+) -> list[str]:
+    """``count`` tasks to revoke, taken from the connectors this member holds most of.
+
+    Revoking from the most-concentrated connector first makes every revocation
+    also improve the spread of that connector's tasks over the group. Among connectors
+    held as much, the one fewest of whose tasks were already picked this round
+    (``taken``, updated) goes first: the members that receive them can then take them
+    without holding two of one connector. Within a connector, the task handed out
+    most often goes first (``epochs``: work that already moved moves again before
+    work that never did), then the highest number.
+    """
+    if count <= 0:
+        return []
+    last, by_connector = _by_connector(tasks)
+    single = not by_connector
+    # Ties go to the connector that sorts last, so a member keeps the resources
+    # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
+    # first to the connector whose task was handed out most often.
+    names = sorted(last, reverse=True)
+    seen = taken if taken is not None else Counter[str]()
+    # The heap orders by size first, so a connector enters it (and its epochs are read)
+    # only once its size can come first.
+    tiers = _tiers(names, by_connector)
+    sizes = sorted(tiers, reverse=True)
+    heap = _single_tier(names, last, seen, epochs) if single and names else []
+    seen_of = seen.get
+    # Task numbers are parsed and sorted only for the connectors picked from: a
+    # member usually gives up one or two tasks out of a hundred.
+    numbers_of: dict[int, list[tuple[int, int]]] = {}
+    chosen: list[str] = []
+    while len(chosen) < count:
+        while sizes and (not heap or sizes[0] >= -heap[0][0]):
+            # Every connector not in the heap is at most this size: it may come first.
+            size = sizes.pop(0)
+            tier = [(-size, _top(by_connector[name], epochs), seen_of(name, 0), rank)
+                    for rank in tiers[size] for name in (names[rank],)]
+            if heap:
+                for entry in tier:
+                    heapq.heappush(heap, entry)
+            else:
+                heap = tier
+                heapq.heapify(heap)
+        if not heap:
+            break
+        size, _, _, rank = heapq.heappop(heap)
+        name = names[rank]
+        numbers = numbers_of.get(rank)
+        if numbers is None:
+            group = [last[name]] if single else by_connector[name]
+            numbers = numbers_of[rank] = _numbered(group, epochs)
+        chosen.append(ids.task_id(name, numbers.pop()[1]))
+        seen[name] += 1
+        if numbers:
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+    return chosen
+
+
+def _by_connector(tasks: Iterable[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """A task of each connector, and each connector's tasks (empty when one each).
+
+    Usually a member holds one task of each of a hundred connectors: no lists then.
+    """
+    listed = list(tasks)
+    connectors: list[str] = list(ids.task_connectors(listed))
+    last = dict(zip(connectors, listed, strict=True))
+    by_connector: dict[str, list[str]] = defaultdict(list)
+    if len(last) != len(listed):
+        for task, connector in zip(listed, connectors, strict=True):
+            by_connector[connector].append(task)
+    return last, by_connector
+
+
+def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[int, list[int]]:
+    """The ranks in ``names`` of the connectors holding each number of tasks."""
+    tiers: dict[int, list[int]] = defaultdict(list)
+    if by_connector:
+        for rank, name in enumerate(names):
+            tiers[len(by_connector[name])].append(rank)
+    return tiers
+
+
+def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[str],
+                 epochs: Mapping[str, int] | None) -> list[_Entry]:
+    """The heap when every connector holds one task: one tier, its keys built without a
+    Python call each."""
+    tops: Iterable[int] = itertools.repeat(0)
+    if epochs:
+        tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
+                                     itertools.repeat(0)))
+    heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
+                    range(len(names))))
+    heapq.heapify(heap)
+    return heap
+
+
+def _top(tasks: list[str], epochs: Mapping[str, int] | None) -> int:
+    """Minus the highest epoch among a connector's ``tasks`` (0 without ``epochs``)."""
+    if not epochs:
+        return 0
+    if len(tasks) == 1:
+        return -epochs.get(tasks[0], 0)
+    return -max(epochs.get(task, 0) for task in tasks)
+
+
+def _numbered(tasks: Iterable[str], epochs: Mapping[str, int] | None) -> list[tuple[int, int]]:
+    """``(epoch, task number)`` of ``tasks``, sorted: the one to give up first is last."""
+    return sorted(((epochs.get(task, 0) if epochs else 0), ids.task_number(task))
+                  for task in tasks)
