@@ -12,6 +12,7 @@ import operator
 from collections.abc import Mapping
 
 from kooper.core import backoff, ids, model
+from kooper.core.assignor import groups
 from kooper.core.assignor.holdings import Holdings, Round
 from kooper.core.assignor.indexes import Union
 from kooper.core.assignor.rules import Lost
@@ -79,10 +80,21 @@ def finish(
 
 
 def _shapes(r: Round, nxt: Holdings) -> dict[ids.WorkerId, model.Shape]:
-    """``PlanState.shapes``: what this round read of the members' new task sets."""
-    known = r.doubled_of
-    return {member: shape for member in r.order
-            if (shape := known.get(id(nxt[member].tasks))) is not None}
+    """``PlanState.shapes`` under ``spread``: what this round or an earlier one read of
+    the members' task sets, and a read of each set this round made (the ids it moved)."""
+    if not r.rules.spread:
+        return {}
+    known, current = r.doubled_of, r.current
+    shapes: dict[ids.WorkerId, model.Shape] = {}
+    for member in r.order:
+        tasks = nxt[member].tasks
+        shape = known.get(id(tasks))
+        if shape is None:
+            if tasks is current[member].tasks:
+                continue  # neither moved nor read: a later round reads it if it must
+            shape = (tasks, groups.doubled(r, tasks))
+        shapes[member] = shape
+    return shapes
 
 
 def _revoked(r: Round, nxt: Holdings) -> Holdings:
