@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, state, views
+from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -256,7 +256,7 @@ class Wanted:
 
 def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:
     """The memory of a leader that just started: the persisted state, nothing else."""
-    result = state.restore(group.status.get("state"),
+    result = restore.restore(group.status.get("state"),
                            ((member, cm.text) for member, cm in configmaps.items()),
                            group=group.name)
     planner = result.state
@@ -270,14 +270,14 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
               for member, epoch in result.member_epochs.items()
               if member in planner.assignments}
     return Memory.of(
-        state=planner, given=given, documents=documents, pod_owners=state.restore_owners(
+        state=planner, given=given, documents=documents, pod_owners=restore.owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
         member_epochs=epochs, member_epoch=result.member_epoch,
         settings_written=result.settings,
         epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
-        persisted_epochs=state.persisted_epochs(group.status.get("state")),
+        persisted_epochs=restore.persisted_epochs(group.status.get("state")),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
-        terminating=state.restore_terminating(group.status.get("state")))
+        terminating=restore.terminating(group.status.get("state")))
 
 
 def leased_members(group: views.GroupView, pods: Iterable[views.PodView],
