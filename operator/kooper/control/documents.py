@@ -26,7 +26,7 @@ def issue(inputs: Inputs, memory: Memory, plan: model.Plan,
     """The documents of this round (see the module docstring)."""
     group = inputs.group
     member_epochs, member_epoch, fresh = epochs.member_epochs(memory, plan, good)
-    floor = memory.persisted.epoch_floor
+    floor = memory.persisted.issued.epoch_floor
     if plan.state.epochs is not memory.persisted.state.epochs and plan.state.epochs:
         floor = max(floor, *plan.state.epochs.values())
     to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members} | fresh

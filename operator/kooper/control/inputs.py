@@ -79,6 +79,23 @@ member's ``rejoins`` count it was issued for)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Issued:
+    """The largest epochs the operator issued (``control.epochs``), and what of them the
+    status holds: neither may be issued again, even after a restart."""
+
+    member_epoch: int = 0
+    """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
+    epoch_floor: int = 0
+    """The largest resource epoch issued so far (``status.state.epochFloor``)."""
+    floor_pending: bool = False
+    """Just restored: resources with no known epoch start above ``epoch_floor``."""
+    written: tuple[int, int] = (0, 0)
+    """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
+    them: a step that knows larger ones (read from ConfigMaps after a restart) persists
+    them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Persisted:
     """What a restarted leader reads back (``restored``): ``status.state``, the ConfigMaps,
     the Connector statuses. Every decision that must survive a restart rests on these."""
@@ -106,16 +123,8 @@ class Persisted:
         default_factory=dict)
     """member → (incarnation, its current membership epoch, the ``rejoins`` count it was
     issued for); a member not here has none (departed: its epoch is retired)."""
-    member_epoch: int = 0
-    """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
-    epoch_floor: int = 0
-    """The largest resource epoch issued so far (``status.state.epochFloor``)."""
-    floor_pending: bool = False
-    """Just restored: resources with no known epoch start above ``epoch_floor``."""
-    persisted_epochs: tuple[int, int] = (0, 0)
-    """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
-    them: a step that knows larger ones (read from ConfigMaps after a restart) persists
-    them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+    issued: Issued = Issued()
+    """The largest epochs issued so far, and how far a status write holds them."""
     settings_written: Mapping[str, tuple[Mapping[str, str] | None, str | None]] = \
         dataclasses.field(default_factory=dict)
     """connector → (config, state) the members' documents carry (``control.settings``;
@@ -272,10 +281,10 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
     return Memory.of(
         state=planner, given=given, documents=documents, pod_owners=restore.owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
-        member_epochs=epochs, member_epoch=result.member_epoch,
-        settings_written=result.settings,
-        epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
-        persisted_epochs=restore.persisted_epochs(group.status.get("state")),
+        member_epochs=epochs, settings_written=result.settings,
+        issued=Issued(member_epoch=result.member_epoch, epoch_floor=result.epoch_floor,
+                      floor_pending=result.epoch_floor > 0,
+                      written=restore.persisted_epochs(group.status.get("state"))),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
         terminating=restore.terminating(group.status.get("state")))
 

@@ -71,6 +71,7 @@ from kooper.control.decision import Decision
 from kooper.control.inputs import (
     Caches,
     Inputs,
+    Issued,
     Memory,
     Owner,
     OwnerFacts,
@@ -207,7 +208,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     if rejected:
         inputs = dataclasses.replace(
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
-    if memory.persisted.floor_pending:
+    if memory.persisted.issued.floor_pending:
         memory = epochs.floored(memory, inputs)
     seen = observe.observe(inputs, memory, now_ms=now_ms, caches=caches)
     now = situation.situation(inputs, memory, seen, now_ms=now_ms, caches=caches)
@@ -277,9 +278,9 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
             ids.WorkerId(w.member) for w in docs.writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
-        member_epochs=docs.member_epochs, member_epoch=docs.member_epoch,
-        observed=d.seen.observed, epoch_floor=docs.floor,
-        persisted_epochs=(docs.member_epoch, docs.floor),
+        member_epochs=docs.member_epochs, observed=d.seen.observed,
+        issued=Issued(member_epoch=docs.member_epoch, epoch_floor=docs.floor,
+                      written=(docs.member_epoch, docs.floor)),
         settings_written=memory.persisted.settings_written if failed else d.planned.carried,
         revoked_claims={m: r.union(memory.volatile.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.now.foreign.items() if m not in failed},
