@@ -20,9 +20,20 @@ from kooper.core import ids, model
 from kooper.protocol import messages
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Memberships:
+    """Each member's membership after a round (``member_epochs``), computed once a round."""
+
+    by_member: Mapping[ids.WorkerId, Membership]
+    """member → (incarnation, membership epoch, ``rejoins`` count it was issued for)."""
+    issued: int
+    """The largest membership epoch issued."""
+    fresh: frozenset[ids.WorkerId]
+    """Members that start a new membership this round (each gets a document)."""
+
+
 def member_epochs(memory: Memory, plan: model.Plan,
-                   reports: Mapping[ids.WorkerId, messages.Report]
-                   ) -> tuple[dict[ids.WorkerId, Membership], int, frozenset[ids.WorkerId]]:
+                  reports: Mapping[ids.WorkerId, messages.Report]) -> Memberships:
     """Each member's membership epoch after this round, the largest issued, the new ones.
 
     A member keeps its epoch while it stays a member under the same incarnation. It
@@ -49,7 +60,7 @@ def member_epochs(memory: Memory, plan: model.Plan,
             fresh.add(member)
         else:
             result[member] = known
-    return result, issued, frozenset(fresh)
+    return Memberships(result, issued, frozenset(fresh))
 
 
 def floored(memory: Memory, inputs: Inputs) -> Memory:

@@ -255,7 +255,7 @@ def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | N
 def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     memory, group, plan, snap = d.memory, d.inputs.group, d.planned.plan, d.planned.snap
-    docs = documents.issue(d.inputs, memory, plan, d.seen.good, d.now.wanted)
+    docs = documents.issue(d.inputs, memory, plan, d.planned.memberships, d.now.wanted)
     new_state = state.merge_partial(memory.persisted.state, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
         d.now.restarts, done=memory.persisted.restarts_done, plan=plan, failed=failed,
