@@ -5,14 +5,15 @@
 hands the next, in two parts: ``Persisted``, what a leader that just started reads
 back (``restored``, from what the API holds), and ``Volatile``, what only the running
 process saw. A new fact goes in one of them, with a default, so every runner keeps
-working unchanged.
+working unchanged, and in ``Fields`` (by the same name and type), which types the
+keywords of ``Memory.of`` and ``Memory.replace``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
 from kooper.core import assignor, ids, model
@@ -184,6 +185,39 @@ class Volatile:
     """Restarts asked for whose writes failed (done again in full after a restart)."""
 
 
+class Fields(TypedDict, total=False):
+    """The fields of ``Persisted`` and ``Volatile`` by name, for ``Memory.of``/``replace``
+    (a test checks that these are exactly theirs)."""
+
+    state: model.PlanState
+    given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
+    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None
+    pod_owners: Mapping[str, Owner]
+    terminating: frozenset[tuple[str, str]]
+    configmaps: frozenset[ids.WorkerId]
+    restarts_done: restarts.Done
+    member_epochs: Mapping[ids.WorkerId, Membership]
+    issued: Issued
+    settings_written: Mapping[str, tuple[Mapping[str, str] | None, str | None]]
+    failures: Mapping[str, failures.Record] | None
+    task_restarts: Mapping[str, str] | None
+    learned: adaptive.Learned
+    good_reports: Mapping[ids.WorkerId, messages.Report]
+    permanent: Mapping[str, bool]
+    observed: liveness.Observed
+    vanished: Mapping[ids.WorkerId, liveness.Vanished]
+    reported: events.Reported
+    last_key: object
+    last_plan: model.Plan | None
+    rejected: Mapping[str, tuple[object, str]]
+    held: bool
+    hold_released: str
+    paced: int
+    handing: Mapping[ids.WorkerId, tuple[int, int, str]]
+    revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks]
+    restarts_pending: restarts.Pending
+
+
 _PERSISTED = frozenset(f.name for f in dataclasses.fields(Persisted))
 _VOLATILE = frozenset(f.name for f in dataclasses.fields(Volatile))
 
@@ -196,17 +230,17 @@ class Memory:
     volatile: Volatile = dataclasses.field(default_factory=Volatile)
 
     @classmethod
-    def of(cls, **fields: Any) -> Memory:
+    def of(cls, **fields: Unpack[Fields]) -> Memory:
         """A memory from the fields of both parts, by name (the rest default)."""
         return cls().replace(**fields)
 
-    def replace(self, **changes: Any) -> Memory:
+    def replace(self, **changes: Unpack[Fields]) -> Memory:
         """This memory with ``changes``, each a field of ``Persisted`` or ``Volatile``."""
         unknown = changes.keys() - _PERSISTED - _VOLATILE
         if unknown:
             raise TypeError(f"Memory has no field {sorted(unknown)[0]!r}")
-        persisted = {k: v for k, v in changes.items() if k in _PERSISTED}
-        volatile = {k: v for k, v in changes.items() if k in _VOLATILE}
+        persisted: dict[str, Any] = {k: v for k, v in changes.items() if k in _PERSISTED}
+        volatile: dict[str, Any] = {k: v for k, v in changes.items() if k in _VOLATILE}
         return Memory(
             dataclasses.replace(self.persisted, **persisted) if persisted else self.persisted,
             dataclasses.replace(self.volatile, **volatile) if volatile else self.volatile)
