@@ -6,7 +6,7 @@
 Runs hard chaos seeds (``sim.chaos.run_hard``) with this tree's operator until its
 first restore (a restart or a new leader term); from then on, as an older operator
 would, every restore reads every document's ``revoked`` set as in flight (no
-``status.state.revoking``, nothing dropped: ``state.restore`` before this change) and
+``status.state.revoking``, nothing dropped: ``restore.restore`` before this change) and
 every round rewrites a document whose revoked set changed (the write rule before
 ``model.tells_more``). ``--to main``: the rest as in this tree (main before the
 change: its restore, write rule and assignor are these); ``--to fd89244^``:
@@ -30,14 +30,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kooper.control import state
+from kooper.control import restore
 from kooper.core import model
 from kooper.core.assignor import lost as lost_stage
 from kooper.sim import chaos
 
-_RESTORE = state.restore
+_RESTORE = restore.restore
 _TELLS_MORE = model.tells_more
-_DROPPED = state._acknowledged_dropped
+_DROPPED = restore._acknowledged_dropped
 
 
 class Rollback:
@@ -50,7 +50,7 @@ class Rollback:
     def reset(self) -> None:
         self.rolled = self.from_start
 
-    def restore(self, raw: object, configmaps: Any, *, group: str) -> state.Restored:
+    def restore(self, raw: object, configmaps: Any, *, group: str) -> restore.Restored:
         self.rolled = True
         if isinstance(raw, Mapping):
             raw = {k: v for k, v in raw.items() if k != "revoking"}
@@ -70,9 +70,9 @@ def stale(options: argparse.Namespace) -> int:
     """``--stale``: runs that end with an acknowledged revocation in some document."""
     switch = Rollback(from_start=False)
     if options.to != "this":
-        state.restore = switch.restore
+        restore.restore = switch.restore
         model.tells_more = switch.tells_more
-        state._acknowledged_dropped = switch.dropped
+        restore._acknowledged_dropped = switch.dropped
     runs = ending = 0
     for seed in options.seeds or range(options.start, options.start + options.count):
         switch.reset()
@@ -102,9 +102,9 @@ def main() -> int:
     if options.stale:
         return stale(options)
     switch = Rollback(from_start=options.from_start)
-    state.restore = switch.restore
+    restore.restore = switch.restore
     model.tells_more = switch.tells_more
-    state._acknowledged_dropped = switch.dropped
+    restore._acknowledged_dropped = switch.dropped
     if options.to == "fd89244^":
         lost_stage.one_origin_each = lambda lost, assigned: None
     seeds = options.seeds or range(options.start, options.start + options.count)

@@ -8,7 +8,7 @@ import dataclasses
 
 from tests.control.test_control_step import inputs, member, settle
 
-from kooper.control import state
+from kooper.control import restore
 from kooper.control import step as control
 from kooper.core import model
 from kooper.protocol import codec
@@ -64,7 +64,7 @@ def test_a_restarted_operator_sends_a_config_changed_while_it_was_away():
         documents.update({w.member: codec.encode_assignment(w) for w in decided.configmap_writes})
         members, memory = settle(decided, members), decided.memory
     # A new leader knows only what the members' ConfigMaps carry: the old config.
-    restored = state.restore(None, documents.items(), group="g")
+    restored = restore.restore(None, documents.items(), group="g")
     assert restored.settings["A"] == ({}, None)  # running: no state entry
     fresh = control.Memory.of(state=restored.state, settings_written=restored.settings)
     decided = control.step(with_connectors(members, config={"k": "v"}), fresh, now_ms=30)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from kooper.control import liveness, modelled, state, views
+from kooper.control import liveness, modelled, restore, state, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.protocol import codec
@@ -139,7 +139,7 @@ def test_restore_keeps_a_resource_only_in_the_newest_configmap_that_assigns_it()
         group=GROUP, member="new", plan=model.MemberPlan(both, model.EMPTY, 4),
         protocol=model.Protocol.COMPATIBLE, policy="kooper", delay_ms=0, leader="",
         epochs={}, configs={}, states={}, incarnation="1"))
-    restored = state.restore({}, [("old", old), ("new", new)], group=GROUP).state
+    restored = restore.restore({}, [("old", old), ("new", new)], group=GROUP).state
     assert restored.assignments[W("new")] == both
     assert restored.assignments[W("old")] == model.EMPTY
     assert restored.generation == 4
@@ -193,9 +193,9 @@ def test_the_persisted_lost_sets_use_the_wire_codec_and_survive_dashed_names():
     document = state.encode(planner)
     assert document["lost"]["gone"] == codec.encode_resources(lost)
     assert document["lost"]["gone"]["tasks"] == {"db-1": [0], "a-b": [2], "db": [10]}
-    assert state.restore(document, [], group=GROUP).state.lost == {W("gone"): lost}
+    assert restore.restore(document, [], group=GROUP).state.lost == {W("gone"): lost}
     broken = {**document, "lost": {"gone": {"tasks": {"A": ["x"]}}}}
-    assert state.restore(broken, [], group=GROUP).state.lost == {}
+    assert restore.restore(broken, [], group=GROUP).state.lost == {}
 
 
 def test_the_members_memo_never_changes_who_is_a_member():

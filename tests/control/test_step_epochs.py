@@ -114,7 +114,7 @@ def test_epochs_survive_an_operator_restart_and_stay_above_any_issued():
     group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
     memory = control.restored(group, configmaps)
     assert memory.persisted.member_epochs == {W("a"): ("1", 1, 0)}
-    assert memory.persisted.member_epoch == 2
+    assert memory.persisted.issued.member_epoch == 2
     back = control.step(inputs([members[0], member("b")], status={"state": persisted},
                                configmaps=configmaps), memory, now_ms=20)
     assert epochs_written(back)["b"] == 3

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kooper.control import modelled, state, views
+from kooper.control import modelled, restore, state, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.protocol import codec, messages
@@ -179,12 +179,12 @@ def test_a_restored_leader_reads_the_revocation_a_departed_member_left_unacknowl
                                revoked=tasks(tasks=["A-1", "A-2"]), incarnation="i1")
     persisted = {"version": state.STATE_VERSION, "generation": 10, "revoking": [],
                  "lost": {"gone": codec.encode_resources(tasks(tasks=["A-1"]))}}
-    restored = state.restore(persisted, [("gone", codec.encode_assignment(gone))],
+    restored = restore.restore(persisted, [("gone", codec.encode_assignment(gone))],
                              group=GROUP)
     assert restored.state.revoking == {W("gone"): tasks(tasks=["A-1"])}
     assert restored.state.lost == {W("gone"): tasks(tasks=["A-1"])}
     # Listed nowhere as lost: an acknowledged revocation, nothing held.
     persisted["lost"] = {}
-    restored = state.restore(persisted, [("gone", codec.encode_assignment(gone))],
+    restored = restore.restore(persisted, [("gone", codec.encode_assignment(gone))],
                              group=GROUP)
     assert restored.state.revoking == {}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kooper.control import liveness, selectors, snapshot, state, status, views
+from kooper.control import liveness, restore, selectors, snapshot, state, status, views
 from kooper.core import assignor, events, ids, model
 from kooper.protocol import codec, messages
 from kooper.shell import audit
@@ -156,7 +156,7 @@ def test_persisted_state_plus_configmaps_restore_the_plan_state():
     encoded = json.loads(json.dumps(state.encode(persisted)))
     assert "A-0" not in encoded["epochs"]  # assigned epochs live in the ConfigMaps
     assert encoded["epochs"] == {"B-0": 7}
-    restored = state.restore(encoded, configmaps, group="wg").state
+    restored = restore.restore(encoded, configmaps, group="wg").state
     assert restored.assignments == plan.state.assignments
     assert restored.epochs == persisted.epochs
     assert restored.lost == {W("gone"): lost}
@@ -174,12 +174,12 @@ def test_restore_prefers_configmaps_newer_than_the_status():
         assigned=model.ConnectorsAndTasks.of(tasks=["A-0"]), epochs={"A-0": 4})))]
     old_status = {"generation": 8, "lost": {"gone": {"connectors": [], "tasks": {"A": [0]}}},
                   "epochs": {"A-0": 3}}
-    restored = state.restore(old_status, configmaps, group="wg")
+    restored = restore.restore(old_status, configmaps, group="wg")
     assert restored.state.generation == 9
     assert restored.state.lost == {}
     assert restored.state.epochs["A-0"] == 4
     assert restored.state.backoff == model.RevocationBackoff()  # a status from before it
-    bad = state.restore({}, [("w-1", "{}")], group="wg")
+    bad = restore.restore({}, [("w-1", "{}")], group="wg")
     assert bad.unreadable == ("w-1",)
 
 

@@ -121,5 +121,5 @@ def test_a_member_back_from_a_partition_rejoins_with_a_new_epoch():
     departed = [step for _, _, _, step in sim.steps if ids.WorkerId("sim-1") in step.deletes]
     assert len(departed) == 1  # declared departed once: its epoch retired with its ConfigMap
     assert ids.WorkerId("sim-1") not in departed[0].memory.persisted.member_epochs
-    issued = [step.memory.persisted.member_epoch for _, _, _, step in sim.steps]
+    issued = [step.memory.persisted.issued.member_epoch for _, _, _, step in sim.steps]
     assert issued == sorted(issued)

@@ -143,6 +143,6 @@ def test_a_restored_leader_holds_what_a_departed_member_left_revoking():
     ConfigMap as a member whose process may run on (``liveness.vanished``) but, the
     status listing no revocation of it in flight, without c01-2: so c01-2 went back to
     sim-2 as its lost work and on to sim-5 by balancing, in one round, 6 s into its
-    20 s grace. ``state.restore`` reads what the status counts lost from a member and its
+    20 s grace. ``restore.restore`` reads what the status counts lost from a member and its
     document revokes as still held (tests/control/test_write_rule.py)."""
     assert chaos.run_hard(5259, families=4).violations == ()

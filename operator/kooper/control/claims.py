@@ -182,7 +182,7 @@ def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Pl
     if not due:
         return plan
     # A full replacement, not a revocation: a document's revoked set is restored as work
-    # the member may still hold (``state.restore``), which a forged claim is not. Members
+    # the member may still hold (``restore.restore``), which a forged claim is not. Members
     # the plan rewrites anyway keep its generation; the rest get a newer one, or the
     # session would ignore a document no newer than the one it applied.
     return reissue.reissue(plan, due)

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from kooper.control import (
     claims,
     departures,
+    epochs,
     events,
     failures,
     liveness,
@@ -84,6 +85,8 @@ class Planned:
     paced: pacing.Pacing
     carried: settings.Settings
     """Each connector's (config, state) as this round's documents carry them."""
+    memberships: epochs.Memberships
+    """Each member's membership after this round (``control.epochs.member_epochs``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

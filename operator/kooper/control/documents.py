@@ -22,11 +22,12 @@ Given = Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
 
 
 def issue(inputs: Inputs, memory: Memory, plan: model.Plan,
-          good: Mapping[ids.WorkerId, messages.Report], wanted: Wanted) -> Documents:
-    """The documents of this round (see the module docstring)."""
+          memberships: epochs.Memberships, wanted: Wanted) -> Documents:
+    """The documents of this round (see the module docstring), for the round's
+    ``memberships`` (``Planned.memberships``)."""
     group = inputs.group
-    member_epochs, member_epoch, fresh = epochs.member_epochs(memory, plan, good)
-    floor = memory.persisted.epoch_floor
+    member_epochs, fresh = memberships.by_member, memberships.fresh
+    floor = memory.persisted.issued.epoch_floor
     if plan.state.epochs is not memory.persisted.state.epochs and plan.state.epochs:
         floor = max(floor, *plan.state.epochs.values())
     to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members} | fresh
@@ -38,7 +39,8 @@ def issue(inputs: Inputs, memory: Memory, plan: model.Plan,
         member_epoch=member_epochs[member][1], rejoins=member_epochs[member][2],
         leader_epoch=inputs.leader_epoch,
     ) for member in sorted(to_write))
-    return Documents(writes=writes, member_epochs=member_epochs, member_epoch=member_epoch,
+    return Documents(writes=writes, member_epochs=member_epochs,
+                     member_epoch=memberships.issued,
                      floor=floor)
 
 

@@ -20,9 +20,20 @@ from kooper.core import ids, model
 from kooper.protocol import messages
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Memberships:
+    """Each member's membership after a round (``member_epochs``), computed once a round."""
+
+    by_member: Mapping[ids.WorkerId, Membership]
+    """member → (incarnation, membership epoch, ``rejoins`` count it was issued for)."""
+    issued: int
+    """The largest membership epoch issued."""
+    fresh: frozenset[ids.WorkerId]
+    """Members that start a new membership this round (each gets a document)."""
+
+
 def member_epochs(memory: Memory, plan: model.Plan,
-                   reports: Mapping[ids.WorkerId, messages.Report]
-                   ) -> tuple[dict[ids.WorkerId, Membership], int, frozenset[ids.WorkerId]]:
+                  reports: Mapping[ids.WorkerId, messages.Report]) -> Memberships:
     """Each member's membership epoch after this round, the largest issued, the new ones.
 
     A member keeps its epoch while it stays a member under the same incarnation. It
@@ -32,7 +43,8 @@ def member_epochs(memory: Memory, plan: model.Plan,
     from a worker that does not count, fenced in its current epoch). A member that is
     not in the plan has none: its epoch is retired with it.
     """
-    issued = max([memory.persisted.member_epoch, *(r.member_epoch for r in reports.values())])
+    issued = max([memory.persisted.issued.member_epoch,
+                  *(r.member_epoch for r in reports.values())])
     result: dict[ids.WorkerId, Membership] = {}
     fresh: set[ids.WorkerId] = set()
     for member in sorted(plan.members):
@@ -48,7 +60,7 @@ def member_epochs(memory: Memory, plan: model.Plan,
             fresh.add(member)
         else:
             result[member] = known
-    return result, issued, frozenset(fresh)
+    return Memberships(result, issued, frozenset(fresh))
 
 
 def floored(memory: Memory, inputs: Inputs) -> Memory:
@@ -61,7 +73,7 @@ def floored(memory: Memory, inputs: Inputs) -> Memory:
     still assigns at an old epoch may have run at a larger one, handed out by an older
     leader in a document revoked since and recorded in no status it wrote."""
     epochs = dict(memory.persisted.state.epochs)
-    floor = memory.persisted.epoch_floor
+    floor = memory.persisted.issued.epoch_floor
     assigned = memory.persisted.state.assignments
     for connector in inputs.connectors:
         tasks = 0 if connector.state == "stopped" else connector.tasks_max
@@ -70,7 +82,8 @@ def floored(memory: Memory, inputs: Inputs) -> Memory:
                     resource in mine for mine in assigned.values()):
                 epochs[resource] = floor
     state = dataclasses.replace(memory.persisted.state, epochs=epochs, epoch_base=floor)
-    return memory.replace(state=state, floor_pending=False)
+    return memory.replace(state=state, issued=dataclasses.replace(
+        memory.persisted.issued, floor_pending=False))
 
 
 def unpersisted(memory: Memory) -> tuple[int, int] | None:
@@ -83,8 +96,9 @@ def unpersisted(memory: Memory) -> tuple[int, int] | None:
     them again (two members started one task at one epoch). So such a round writes the
     status first.
     """
-    wanted = (memory.persisted.member_epoch, memory.persisted.epoch_floor)
-    persisted = memory.persisted.persisted_epochs
+    issued = memory.persisted.issued
+    wanted = (issued.member_epoch, issued.epoch_floor)
+    persisted = issued.written
     if wanted[0] <= persisted[0] and wanted[1] <= persisted[1]:
         return None
     return max(wanted[0], persisted[0]), max(wanted[1], persisted[1])

@@ -5,16 +5,17 @@
 hands the next, in two parts: ``Persisted``, what a leader that just started reads
 back (``restored``, from what the API holds), and ``Volatile``, what only the running
 process saw. A new fact goes in one of them, with a default, so every runner keeps
-working unchanged.
+working unchanged, and in ``Fields`` (by the same name and type), which types the
+keywords of ``Memory.of`` and ``Memory.replace``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, state, views
+from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -79,6 +80,23 @@ member's ``rejoins`` count it was issued for)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Issued:
+    """The largest epochs the operator issued (``control.epochs``), and what of them the
+    status holds: neither may be issued again, even after a restart."""
+
+    member_epoch: int = 0
+    """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
+    epoch_floor: int = 0
+    """The largest resource epoch issued so far (``status.state.epochFloor``)."""
+    floor_pending: bool = False
+    """Just restored: resources with no known epoch start above ``epoch_floor``."""
+    written: tuple[int, int] = (0, 0)
+    """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
+    them: a step that knows larger ones (read from ConfigMaps after a restart) persists
+    them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Persisted:
     """What a restarted leader reads back (``restored``): ``status.state``, the ConfigMaps,
     the Connector statuses. Every decision that must survive a restart rests on these."""
@@ -106,16 +124,8 @@ class Persisted:
         default_factory=dict)
     """member → (incarnation, its current membership epoch, the ``rejoins`` count it was
     issued for); a member not here has none (departed: its epoch is retired)."""
-    member_epoch: int = 0
-    """The largest membership epoch issued so far (``status.state.memberEpoch``)."""
-    epoch_floor: int = 0
-    """The largest resource epoch issued so far (``status.state.epochFloor``)."""
-    floor_pending: bool = False
-    """Just restored: resources with no known epoch start above ``epoch_floor``."""
-    persisted_epochs: tuple[int, int] = (0, 0)
-    """(``memberEpoch``, ``epochFloor``) as the last status write (or the restore) left
-    them: a step that knows larger ones (read from ConfigMaps after a restart) persists
-    them before it deletes or rewrites any ConfigMap (``control.epochs.unpersisted``)."""
+    issued: Issued = Issued()
+    """The largest epochs issued so far, and how far a status write holds them."""
     settings_written: Mapping[str, tuple[Mapping[str, str] | None, str | None]] = \
         dataclasses.field(default_factory=dict)
     """connector → (config, state) the members' documents carry (``control.settings``;
@@ -175,6 +185,39 @@ class Volatile:
     """Restarts asked for whose writes failed (done again in full after a restart)."""
 
 
+class Fields(TypedDict, total=False):
+    """The fields of ``Persisted`` and ``Volatile`` by name, for ``Memory.of``/``replace``
+    (a test checks that these are exactly theirs)."""
+
+    state: model.PlanState
+    given: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]]
+    documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None
+    pod_owners: Mapping[str, Owner]
+    terminating: frozenset[tuple[str, str]]
+    configmaps: frozenset[ids.WorkerId]
+    restarts_done: restarts.Done
+    member_epochs: Mapping[ids.WorkerId, Membership]
+    issued: Issued
+    settings_written: Mapping[str, tuple[Mapping[str, str] | None, str | None]]
+    failures: Mapping[str, failures.Record] | None
+    task_restarts: Mapping[str, str] | None
+    learned: adaptive.Learned
+    good_reports: Mapping[ids.WorkerId, messages.Report]
+    permanent: Mapping[str, bool]
+    observed: liveness.Observed
+    vanished: Mapping[ids.WorkerId, liveness.Vanished]
+    reported: events.Reported
+    last_key: object
+    last_plan: model.Plan | None
+    rejected: Mapping[str, tuple[object, str]]
+    held: bool
+    hold_released: str
+    paced: int
+    handing: Mapping[ids.WorkerId, tuple[int, int, str]]
+    revoked_claims: Mapping[ids.WorkerId, model.ConnectorsAndTasks]
+    restarts_pending: restarts.Pending
+
+
 _PERSISTED = frozenset(f.name for f in dataclasses.fields(Persisted))
 _VOLATILE = frozenset(f.name for f in dataclasses.fields(Volatile))
 
@@ -187,17 +230,17 @@ class Memory:
     volatile: Volatile = dataclasses.field(default_factory=Volatile)
 
     @classmethod
-    def of(cls, **fields: Any) -> Memory:
+    def of(cls, **fields: Unpack[Fields]) -> Memory:
         """A memory from the fields of both parts, by name (the rest default)."""
         return cls().replace(**fields)
 
-    def replace(self, **changes: Any) -> Memory:
+    def replace(self, **changes: Unpack[Fields]) -> Memory:
         """This memory with ``changes``, each a field of ``Persisted`` or ``Volatile``."""
         unknown = changes.keys() - _PERSISTED - _VOLATILE
         if unknown:
             raise TypeError(f"Memory has no field {sorted(unknown)[0]!r}")
-        persisted = {k: v for k, v in changes.items() if k in _PERSISTED}
-        volatile = {k: v for k, v in changes.items() if k in _VOLATILE}
+        persisted: dict[str, Any] = {k: v for k, v in changes.items() if k in _PERSISTED}
+        volatile: dict[str, Any] = {k: v for k, v in changes.items() if k in _VOLATILE}
         return Memory(
             dataclasses.replace(self.persisted, **persisted) if persisted else self.persisted,
             dataclasses.replace(self.volatile, **volatile) if volatile else self.volatile)
@@ -256,7 +299,7 @@ class Wanted:
 
 def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:
     """The memory of a leader that just started: the persisted state, nothing else."""
-    result = state.restore(group.status.get("state"),
+    result = restore.restore(group.status.get("state"),
                            ((member, cm.text) for member, cm in configmaps.items()),
                            group=group.name)
     planner = result.state
@@ -270,14 +313,14 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
               for member, epoch in result.member_epochs.items()
               if member in planner.assignments}
     return Memory.of(
-        state=planner, given=given, documents=documents, pod_owners=state.restore_owners(
+        state=planner, given=given, documents=documents, pod_owners=restore.owners(
         group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
-        member_epochs=epochs, member_epoch=result.member_epoch,
-        settings_written=result.settings,
-        epoch_floor=result.epoch_floor, floor_pending=result.epoch_floor > 0,
-        persisted_epochs=state.persisted_epochs(group.status.get("state")),
+        member_epochs=epochs, settings_written=result.settings,
+        issued=Issued(member_epoch=result.member_epoch, epoch_floor=result.epoch_floor,
+                      floor_pending=result.epoch_floor > 0,
+                      written=restore.persisted_epochs(group.status.get("state"))),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
-        terminating=state.restore_terminating(group.status.get("state")))
+        terminating=restore.terminating(group.status.get("state")))
 
 
 def leased_members(group: views.GroupView, pods: Iterable[views.PodView],

@@ -45,5 +45,8 @@ def plan(inputs: Inputs, memory: Memory, seen: Observation, now: Situation, *, n
                                settings.changed(memory.persisted.settings_written, carried))
     # A member starting a new membership (it fenced itself, or came back) must apply its
     # document even where its work did not change: a generation it has not accepted yet.
-    planned = reissue.reissue(planned, epochs.member_epochs(memory, planned, seen.good)[2])
-    return Planned(plan=planned, snap=snap, paced=paced, carried=carried)
+    # Re-issuing changes no member's incarnation: the memberships stay the documents'.
+    memberships = epochs.member_epochs(memory, planned, seen.good)
+    planned = reissue.reissue(planned, memberships.fresh)
+    return Planned(plan=planned, snap=snap, paced=paced, carried=carried,
+                   memberships=memberships)

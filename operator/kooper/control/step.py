@@ -71,6 +71,7 @@ from kooper.control.decision import Decision
 from kooper.control.inputs import (
     Caches,
     Inputs,
+    Issued,
     Memory,
     Owner,
     OwnerFacts,
@@ -207,7 +208,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     if rejected:
         inputs = dataclasses.replace(
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
-    if memory.persisted.floor_pending:
+    if memory.persisted.issued.floor_pending:
         memory = epochs.floored(memory, inputs)
     seen = observe.observe(inputs, memory, now_ms=now_ms, caches=caches)
     now = situation.situation(inputs, memory, seen, now_ms=now_ms, caches=caches)
@@ -254,7 +255,7 @@ def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | N
 def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     memory, group, plan, snap = d.memory, d.inputs.group, d.planned.plan, d.planned.snap
-    docs = documents.issue(d.inputs, memory, plan, d.seen.good, d.now.wanted)
+    docs = documents.issue(d.inputs, memory, plan, d.planned.memberships, d.now.wanted)
     new_state = state.merge_partial(memory.persisted.state, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
         d.now.restarts, done=memory.persisted.restarts_done, plan=plan, failed=failed,
@@ -277,9 +278,9 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
             ids.WorkerId(w.member) for w in docs.writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
-        member_epochs=docs.member_epochs, member_epoch=docs.member_epoch,
-        observed=d.seen.observed, epoch_floor=docs.floor,
-        persisted_epochs=(docs.member_epoch, docs.floor),
+        member_epochs=docs.member_epochs, observed=d.seen.observed,
+        issued=Issued(member_epoch=docs.member_epoch, epoch_floor=docs.floor,
+                      written=(docs.member_epoch, docs.floor)),
         settings_written=memory.persisted.settings_written if failed else d.planned.carried,
         revoked_claims={m: r.union(memory.volatile.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.now.foreign.items() if m not in failed},
