@@ -250,7 +250,7 @@ SEEDS = range(60)
 
 def _exercised(seed: int) -> tuple[model.Policy, int]:
     config, scenario = chaos.draw_hard(seed)
-    sim = chaos.HardSim(config, scenario, chaos.draw_extra(seed))
+    sim = runner.Sim(config, scenario, chaos.HardFaults(chaos.draw_extra(seed)))
     sim.audit = []
     result = sim.run()
     return config.policy, chaos.delays_exercised(result.audit, result.events,

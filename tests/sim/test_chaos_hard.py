@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from kooper.core import events as ev
-from kooper.sim import chaos
+from kooper.sim import chaos, runner
 
 
 def test_the_first_hard_chaos_seeds_keep_every_invariant():
@@ -34,11 +34,12 @@ def test_the_second_families_forge_reports_offset_clocks_and_leave_departures_to
     for seed in range(40):
         config, scenario = chaos.draw_hard(seed)
         extra = chaos.draw_extra(seed)
-        sim = chaos.HardSim(config, scenario, extra)
+        faults = chaos.HardFaults(extra)
+        sim = runner.Sim(config, scenario, faults)
         sim.steps = []
         result = sim.run()
         assert chaos.check(result) == []
-        forged += len(sim.forged)
+        forged += len(faults.forged)
         offsets += any(extra.offsets_ms[o] for o in range(config.pods))
         # A member cut off past lease + margin leaves the plan by the step's own rule,
         # while its pod and its (unrenewed) Lease are still there.
@@ -53,9 +54,10 @@ def test_the_second_families_forge_reports_offset_clocks_and_leave_departures_to
 
 def test_a_worker_clock_offset_never_decides_an_expiry():
     config, scenario = chaos.draw_hard(7)
-    plain = chaos.HardSim(config, scenario, chaos.Extra(offsets_ms={}, forge=0.0)).run()
-    skewed = chaos.HardSim(config, scenario, chaos.Extra(
-        offsets_ms={o: (-1) ** o * chaos.OFFSET_MS for o in range(16)}, forge=0.0)).run()
+    plain = runner.Sim(config, scenario, chaos.HardFaults(
+        chaos.Extra(offsets_ms={}, forge=0.0))).run()
+    skewed = runner.Sim(config, scenario, chaos.HardFaults(chaos.Extra(
+        offsets_ms={o: (-1) ** o * chaos.OFFSET_MS for o in range(16)}, forge=0.0))).run()
     assert [(e.ts_ms, e.member, e.resource, e.event) for e in plain.events] == [
         (e.ts_ms, e.member, e.resource, e.event) for e in skewed.events]
 
@@ -72,6 +74,6 @@ def test_a_force_deleted_pods_process_running_on_never_shares_its_work():
         assert chaos.run_hard(seed).violations == ()
         config, scenario = chaos.draw_hard(seed)
         told = dataclasses.replace(chaos.draw_extra(seed), gone_means_stopped=True)
-        assert any("started on" in v for v in chaos.HardSim(config, scenario, told).run()
-                   .violations), seed
+        assert any("started on" in v for v in runner.Sim(
+            config, scenario, chaos.HardFaults(told)).run().violations), seed
 

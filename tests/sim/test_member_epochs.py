@@ -26,30 +26,27 @@ A = scenarios.Action
 S = scenarios.Step
 
 
-class Sim(runner.Sim):
-    """The simulator with the two defences switchable, to show each one matters."""
+class Defences(runner.NoFaults):
+    """The operator with the two defences switchable, to show each one matters; one
+    dying mid-write-sequence dies just before the status write."""
 
-    old_order = False
-    """Write as before issue 12: ConfigMaps, the status, then the deletions."""
-    no_epochs = False
-    """Documents without ``memberEpoch`` (an operator before issue 12)."""
-    crash = False
-    """The operator dies mid-write-sequence, just before the status write."""
+    def __init__(self, *, old_order: bool = False, no_epochs: bool = False) -> None:
+        self.old_order = old_order
+        """Write as before issue 12: ConfigMaps, the status, then the deletions."""
+        self.no_epochs = no_epochs
+        """Documents without ``memberEpoch`` (an operator before issue 12)."""
 
-    def _ordered(self, decided: control.Step) -> tuple[control.Write, ...]:
-        writes = decided.writes
+    def order(self, writes: tuple[control.Write, ...]) -> tuple[control.Write, ...]:
         if not self.old_order:
             return writes
         deletes = tuple(w for w in writes if isinstance(w, control.DeleteConfigMap))
         return (*(w for w in writes if not isinstance(w, control.DeleteConfigMap)), *deletes)
 
-    def _crash_prefix(self, count: int) -> int:
+    def crash_prefix(self, count: int) -> int | None:
         return count - 1
 
-    def _write(self, message: messages.Assignment) -> None:
-        if self.no_epochs:
-            message = dataclasses.replace(message, member_epoch=0)
-        super()._write(message)
+    def document(self, message: messages.Assignment) -> messages.Assignment:
+        return dataclasses.replace(message, member_epoch=0) if self.no_epochs else message
 
 
 def run(*, heal_ms: int, crash: bool, seed: int, old_order: bool = False,
@@ -63,8 +60,8 @@ def run(*, heal_ms: int, crash: bool, seed: int, old_order: bool = False,
              S(A.KILL, pod=2, delay_ms=2_000, down_ms=120_000)]
     if crash:
         steps.append(S(A.OPERATOR_RESTART, delay_ms=13_000, mid_round=True))
-    sim = Sim(config, scenarios.Scenario("stale-assignment", tuple(steps)))
-    sim.old_order, sim.no_epochs = old_order, no_epochs
+    sim = runner.Sim(config, scenarios.Scenario("stale-assignment", tuple(steps)),
+                     Defences(old_order=old_order, no_epochs=no_epochs))
     return sim.run()
 
 
@@ -109,8 +106,9 @@ def test_without_either_defence_the_same_runs_double_own(case: str):
 
 
 def test_a_member_back_from_a_partition_rejoins_with_a_new_epoch():
-    sim = Sim(runner.Config(pods=3, connectors=2, tasks=2, delay_ms=0, seed=7, sessions=True),
-              scenarios.Scenario("back", (S(A.PARTITION, pod=1, down_ms=30_000),)))
+    sim = runner.Sim(
+        runner.Config(pods=3, connectors=2, tasks=2, delay_ms=0, seed=7, sessions=True),
+        scenarios.Scenario("back", (S(A.PARTITION, pod=1, down_ms=30_000),)), Defences())
     sim.steps = []
     assert sim.run().violations == []
     docs = [(w.member_epoch, w.generation, len(w.assigned)) for _, _, _, step in sim.steps

@@ -116,8 +116,8 @@ def recorded(config: runner.Config, scenario: scenarios.Scenario
              ) -> list[tuple[control.Inputs, control.Memory, int, control.Step]]:
     # Leases with real durations, and no word that a vanished pod's process stopped:
     # the shell's inputs never say so (``control.Inputs.gone_means_stopped``).
-    sim = chaos.HardSim(config, scenario, chaos.Extra(offsets_ms={}, forge=0.0,
-                                                      gone_means_stopped=False))
+    sim = runner.Sim(config, scenario, chaos.HardFaults(chaos.Extra(
+        offsets_ms={}, forge=0.0, gone_means_stopped=False)))
     sim.steps = []
     assert sim.run().violations == []
     assert sim.steps

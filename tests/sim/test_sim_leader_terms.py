@@ -61,18 +61,19 @@ def test_the_families_stall_leaders_whose_late_writes_the_fence_refuses():
     stalls = refused = reissued = outages = 0
     for seed in range(60):
         sim = chaos.hard_sim(seed, families=4)
-        assert isinstance(sim, chaos.LeaderSim)
+        terms = sim.hooks
+        assert isinstance(terms, chaos.HardLeaderFaults)
         sim.run()
-        stalls += len(sim.faults.stalls) - len(sim.pending_stalls)
-        outages += len(sim.faults.outages)
-        for record in sim.write_log:
+        stalls += len(terms.faults.stalls) - len(terms.pending_stalls)
+        outages += len(terms.faults.outages)
+        for record in terms.write_log:
             refused += record.stale and record.verdict is Verdict.LOST
             reissued += record.kind is Kind.REISSUE
             # A stale term's write lands after the takeover only as a create of a name
             # the new term deleted, or a delete of something already gone.
             if record.stale and record.verdict is Verdict.LANDS:
                 assert record.kind in (Kind.PUT, Kind.DELETE)
-        assert all(line.startswith("t=") for line in leaders.explain(sim.write_log))
+        assert all(line.startswith("t=") for line in leaders.explain(terms.write_log))
     assert stalls > 30
     assert refused > 10
     assert reissued > 100

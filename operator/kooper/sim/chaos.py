@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kooper.control import step as control
@@ -211,8 +211,10 @@ def draw_extra(seed: int, *, families: int = 3) -> Extra:
                  gone_means_stopped=False)
 
 
-class HardSim(runner.Sim):
-    """``runner.Sim`` with Lease times, per-pod clock offsets and forged reports.
+class HardFaults(runner.NoFaults):
+    """The hard families' faults (``runner.FaultHooks``): Lease times, per-pod clock
+    offsets, forged reports and (third families) force deletes, whose processes run on as
+    orphans.
 
     The operator sees each live Lease renewed at every round (``renewTime`` on the pod's
     own clock); a cut-off pod's Lease keeps the version of its last renewal. The step
@@ -220,11 +222,9 @@ class HardSim(runner.Sim):
     the simulator only stops waiting for the cut-off member in a KIP-415 rejoin.
     """
 
-    def __init__(self, config: runner.Config, scenario: scenarios.Scenario,
-                 extra: Extra) -> None:
-        super().__init__(config, scenario)
+    def __init__(self, extra: Extra) -> None:
+        super().__init__()
         self.extra = extra
-        self.forge_rng = random.Random(f"forge-{config.seed}")
         self.cut_at: dict[ids.WorkerId, int] = {}
         """pod → when its current partition began (valid while it is partitioned)."""
         self.cuts: dict[ids.WorkerId, int] = {}
@@ -232,180 +232,195 @@ class HardSim(runner.Sim):
         self.hidden: dict[ids.WorkerId, model.Member] = {}
         self.forged: list[tuple[int, str, str]] = []
         """(time, forger, resource) of every forged claim sent."""
-        self.gone_means_stopped = extra.gone_means_stopped
-        self.force_rng = random.Random(f"force-{config.seed}")
-        self.orphans: dict[tuple[ids.WorkerId, int], runner._Pod] = {}
+        self.orphans: dict[tuple[ids.WorkerId, int], runner.Pod] = {}
         """(name, token) → the process of a force-deleted pod, running on without it."""
-        self.handlers["wake"] = self._wake
 
-    def _apply_step(self, step: scenarios.Step) -> ids.WorkerId | None:
+    def attach(self, sim: runner.Sim) -> Mapping[str, Callable[..., None]]:
+        """See ``runner.FaultHooks``."""
+        handlers = dict(super().attach(sim))
+        self.forge_rng = random.Random(f"forge-{sim.config.seed}")
+        self.force_rng = random.Random(f"force-{sim.config.seed}")
+        sim.gone_means_stopped = self.extra.gone_means_stopped
+        handlers["wake"] = self._wake
+        return handlers
+
+    # -- force deletes -------------------------------------------------------------------
+
+    def step(self, step: scenarios.Step) -> scenarios.Step:
+        """A kill is a force delete at the run's rate (``Extra.force_delete``)."""
+        step = super().step(step)
         if step.action is A.KILL and self.extra.force_delete \
                 and self.force_rng.random() < self.extra.force_delete:
-            step = dataclasses.replace(step, action=A.FORCE_DELETE)
-        if step.action is A.FORCE_DELETE:
-            return self._force_delete(step)
-        touched = super()._apply_step(step)
-        if step.action is A.PARTITION:
-            name = ids.WorkerId(f"{self.config.group}-{step.pod}")
-            pod = self.pods.get(name)
-            if pod is not None and pod.partitioned and pod.partitions != self.cuts.get(name):
-                self.cuts[name] = pod.partitions
-                self.cut_at[name] = self.clock.now_ms
-                self._trigger()  # the operator's watch sees the Lease's last version
-        return touched
+            return dataclasses.replace(step, action=A.FORCE_DELETE)
+        return step
 
-    def _force_delete(self, step: scenarios.Step) -> ids.WorkerId | None:
+    def force_delete(self, step: scenarios.Step) -> ids.WorkerId | None:
         """The pod and its Lease vanish; its process runs on, cut off from the API (its
         pod-bound token stopped working), until its session fences it; the pod is
         re-created under its name."""
-        name = ids.WorkerId(f"{self.config.group}-{step.pod}")
-        pod = self.pods.get(name)
-        if pod is None or name in self.permanent or not pod.alive or pod.session is None \
+        sim = self.sim
+        name = ids.WorkerId(f"{sim.config.group}-{step.pod}")
+        pod = sim.pods.get(name)
+        if pod is None or name in sim.permanent or not pod.alive or pod.session is None \
                 or pod.partitioned:
-            return super()._apply_step(dataclasses.replace(step, action=A.KILL))
+            return sim._play(dataclasses.replace(step, action=A.KILL))
         self.orphans[(name, pod.token)] = pod
         pod.partitioned = True
         pod.partitions += 1
         cut = (name, pod.token, pod.partitions)
         # Its last renewal went through just before the delete, unseen by the operator.
-        pod.session.lease_renewed(self.clock.now_ms)
-        self.clock.after(pod.session.fence_after_ms, "fence", *cut)
+        pod.session.lease_renewed(sim.clock.now_ms)
+        sim.clock.after(pod.session.fence_after_ms, "fence", *cut)
         if pod.session.deadline_ms is not None:
-            self.clock.after(pod.session.deadline_ms, "exit_check", *cut)
-        if self.visible.pop(name, None) is not None or self.hidden.pop(name, None) is not None:
-            self.visible_epochs.pop(name, None)
-        self.modelled.remove(name)
-        self._trigger()
+            sim.clock.after(pod.session.deadline_ms, "exit_check", *cut)
+        if sim.visible.pop(name, None) is not None or self.hidden.pop(name, None) is not None:
+            sim.visible_epochs.pop(name, None)
+        sim.modelled.remove(name)
+        sim._trigger()
         protocols = pod.protocols
         if step.protocols:
             protocols = runner.ALL if step.protocols == "compatible" else runner.EAGER_ONLY
-        down = step.down_ms if step.down_ms is not None else self.lat.restart.draw(self.rng)
-        self._spawn(step.pod, protocols, down)
+        down = step.down_ms if step.down_ms is not None else sim.lat.restart.draw(sim.rng)
+        sim._spawn(step.pod, protocols, down)
         return name
 
-    def _pod(self, name: ids.WorkerId, token: int) -> runner._Pod | None:
-        found = super()._pod(name, token)
-        if found is None:
-            orphan = self.orphans.get((name, token))
-            if orphan is not None and orphan.alive:
-                return orphan
-        return found
-
-    def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
+    def orphan(self, name: ids.WorkerId, token: int) -> runner.Pod | None:
+        """See ``runner.FaultHooks``."""
         orphan = self.orphans.get((name, token))
-        if orphan is None:
-            super()._exit_check(name, token, cut)
-            return
-        pod = self._exiting(name, token, cut)
-        if pod is None:
-            return
-        late = self._stop_all(pod)  # the process ends; nothing re-creates it
+        if orphan is not None and orphan.alive:
+            return orphan
+        return super().orphan(name, token)
+
+    def process_ends(self, pod: runner.Pod) -> bool:
+        """An orphan's process ends for good: nothing re-creates it."""
+        if (pod.name, pod.token) not in self.orphans:
+            return super().process_ends(pod)
+        late = self.sim._stop_all(pod)
         pod.alive = False
-        self._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
-        del self.orphans[(name, token)]
+        self.sim._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
+        del self.orphans[(pod.name, pod.token)]
+        return True
 
-    def _batch(self, name: ids.WorkerId, token: int, actions: list[sdk_session.Action]) -> None:
-        pod = self._pod(name, token)
-        if pod is not None and self.orphans:
-            # Two processes under one name: the owner map (by name) cannot tell them apart.
-            others = [p for p in (*self.orphans.values(), self.pods.get(name))
-                      if p is not None and p is not pod and p.name == name and p.alive]
-            for action in actions:
-                if isinstance(action, sdk_session.Start) and any(
-                        action.resource in other.running for other in others):
-                    self.violations.append(
-                        f"t={self.clock.now_ms}: {action.resource} started on {name} "
-                        "while another process of that pod name (force-deleted) runs it")
-        super()._batch(name, token, actions)
+    def batch(self, pod: runner.Pod, actions: list[sdk_session.Action]) -> None:
+        """Two processes under one name: the owner map (by name) cannot tell them apart,
+        so a start of what the other one runs is checked here."""
+        super().batch(pod, actions)
+        if not self.orphans:
+            return
+        name = pod.name
+        others = [p for p in (*self.orphans.values(), self.sim.pods.get(name))
+                  if p is not None and p is not pod and p.name == name and p.alive]
+        for action in actions:
+            if isinstance(action, sdk_session.Start) and any(
+                    action.resource in other.running for other in others):
+                self.sim.violations.append(
+                    f"t={self.sim.clock.now_ms}: {action.resource} started on {name} "
+                    "while another process of that pod name (force-deleted) runs it")
 
-    def _inputs(self) -> control.Inputs:
-        inputs = super()._inputs()
-        now = self.clock.now_ms
+    # -- Lease times and clock offsets ---------------------------------------------------------
+
+    def partitioned(self, pod: runner.Pod) -> None:
+        """The operator's watch sees the cut-off pod's Lease keep its last version."""
+        super().partitioned(pod)
+        name = pod.name
+        if pod.partitions != self.cuts.get(name):
+            self.cuts[name] = pod.partitions
+            self.cut_at[name] = self.sim.clock.now_ms
+            self.sim._trigger()
+
+    def inputs(self, inputs: control.Inputs) -> control.Inputs:
+        """Every Lease with its ``renewTime`` (on its pod's clock) and duration."""
+        inputs = super().inputs(inputs)
+        sim = self.sim
+        now = sim.clock.now_ms
         leases = []
         for lease in inputs.leases:
-            pod = self.pods.get(ids.WorkerId(lease.member))
+            pod = sim.pods.get(ids.WorkerId(lease.member))
             offset = self.extra.offsets_ms.get(pod.ordinal, 0) if pod is not None else 0
             # A cut-off pod's Lease keeps the version of its last renewal.
             renewed = self.cut_at.get(pod.name, now) if pod is not None and pod.alive \
                 and pod.partitioned else now
             leases.append(dataclasses.replace(
-                lease, renew_ms=renewed + offset, duration_s=self.lat.lease_ms // 1000))
-        group = dataclasses.replace(inputs.group, lease_duration_s=self.lat.lease_ms // 1000,
-                                    clock_skew_s=self.lat.skew_ms // 1000)
+                lease, renew_ms=renewed + offset, duration_s=sim.lat.lease_ms // 1000))
+        group = dataclasses.replace(inputs.group, lease_duration_s=sim.lat.lease_ms // 1000,
+                                    clock_skew_s=sim.lat.skew_ms // 1000)
         return dataclasses.replace(inputs, leases=leases, group=group)
 
-    def _round(self, epoch: int) -> None:
-        super()._round(epoch)
-        if epoch != self.operator_epoch or not self.operator_up:
+    def after_round(self, epoch: int) -> None:
+        """Run again when a cut-off member's Lease expires (the step's ``wake_at_ms``), and
+        when a vanished pod's member departs (its fence budget ran out)."""
+        super().after_round(epoch)
+        sim = self.sim
+        if epoch != sim.operator_epoch or not sim.operator_up:
             return
-        # Run again when a cut-off member's Lease expires (the step's wake_at_ms).
-        window = self.lat.lease_ms + self.lat.skew_ms
+        window = sim.lat.lease_ms + sim.lat.skew_ms
         for name in self.cut_at:
-            pod = self.pods.get(name)
+            pod = sim.pods.get(name)
             if pod is None or not pod.alive or not pod.partitioned:
                 continue
-            seen = self.memory.volatile.observed.get(views.configmap_name(name))
+            seen = sim.memory.volatile.observed.get(views.configmap_name(name))
             due = None if seen is None else seen[1] + window
-            if due is not None and due >= self.clock.now_ms and due not in self.wakes:
+            if due is not None and due >= sim.clock.now_ms and due not in self.wakes:
                 self.wakes.add(due)
-                self.clock.at(due, "wake", self.operator_epoch)
-        # And when a vanished pod's member departs (its fence budget ran out).
-        for gone in self.memory.volatile.vanished.values():
-            if gone.until_ms >= self.clock.now_ms and gone.until_ms not in self.wakes:
+                sim.clock.at(due, "wake", sim.operator_epoch)
+        for gone in sim.memory.volatile.vanished.values():
+            if gone.until_ms >= sim.clock.now_ms and gone.until_ms not in self.wakes:
                 self.wakes.add(gone.until_ms)
-                self.clock.at(gone.until_ms, "wake", self.operator_epoch)
+                sim.clock.at(gone.until_ms, "wake", sim.operator_epoch)
 
     def _wake(self, epoch: int) -> None:
-        if epoch == self.operator_epoch:
-            self._trigger()
+        if epoch == self.sim.operator_epoch:
+            self.sim._trigger()
 
-    def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
-        # No removal: the operator's liveness rule declares it. A KIP-415 leader stops
-        # waiting for it in the rejoin barrier (Kafka's session timeout).
-        pod = self._cut(name, token, cut)
-        if pod is not None and name in self.visible:
-            self.hidden[name] = self.visible.pop(name)
-            self.visible_epochs.pop(name, None)
-            self._trigger()
+    # -- departures: the operator's own liveness rule ----------------------------------------
 
-    def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member,
-                member_epoch: int) -> None:
+    def declare(self, pod: runner.Pod) -> bool:
+        """No removal: the operator's liveness rule declares it. A KIP-415 leader stops
+        waiting for it in the rejoin barrier (Kafka's session timeout)."""
+        sim = self.sim
+        if pod.name in sim.visible:
+            self.hidden[pod.name] = sim.visible.pop(pod.name)
+            sim.visible_epochs.pop(pod.name, None)
+            sim._trigger()
+        return True
+
+    def report(self, name: ids.WorkerId, token: int) -> bool:
+        """A force-deleted pod's report written before the delete never lands (its Lease
+        went with the pod); a live member's report ends its being hidden."""
         if (name, token) in self.orphans:
-            return  # written before its pod was force-deleted: its Lease went with the pod
-        if self._pod(name, token) is not None:
+            return False
+        if self.sim._pod(name, token) is not None:
             self.hidden.pop(name, None)
-        super()._report(name, token, seq, member, member_epoch)
+        return super().report(name, token)
 
-    def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
+    def departing(self, name: ids.WorkerId) -> None:
+        """A hidden member is the operator's to drop again."""
         hidden = self.hidden.pop(name, None)
-        if hidden is not None and name not in self.visible:
-            self.visible[name] = hidden
-        super()._gone(name, incarnation)
+        if hidden is not None and name not in self.sim.visible:
+            self.sim.visible[name] = hidden
+        super().departing(name)
 
-    def _left(self, name: ids.WorkerId, incarnation: str) -> None:
-        hidden = self.hidden.pop(name, None)
-        if hidden is not None and name not in self.visible:
-            self.visible[name] = hidden
-        super()._left(name, incarnation)
+    # -- forged reports --------------------------------------------------------------------------
 
-    def _send_report(self, pod: runner._Pod, member: model.Member | None = None,
-                     member_epoch: int = 0) -> None:
-        if (member is not None and self.extra.forge and not pod.partitioned
-                and self.forge_rng.random() < self.extra.forge):
-            theirs = sorted(r for p in self.pods.values() if p.alive and p is not pod
-                            for r in p.running if r not in self.configured.connectors)
+    def outgoing_report(self, pod: runner.Pod, member: model.Member) -> model.Member:
+        """At the run's rate, the report also claims tasks other members run."""
+        member = super().outgoing_report(pod, member)
+        if self.extra.forge and self.forge_rng.random() < self.extra.forge:
+            sim = self.sim
+            theirs = sorted(r for p in sim.pods.values() if p.alive and p is not pod
+                            for r in p.running if r not in sim.configured.connectors)
             if theirs:
                 claimed = self.forge_rng.sample(theirs, min(len(theirs),
                                                             self.forge_rng.randint(1, 2)))
                 for resource in claimed:
-                    self.forged.append((self.clock.now_ms, str(pod.name), resource))
+                    self.forged.append((sim.clock.now_ms, str(pod.name), resource))
                 member = dataclasses.replace(member, owned=member.owned.union(
                     model.ConnectorsAndTasks(frozenset(), frozenset(claimed))))
-        super()._send_report(pod, member, member_epoch)
+        return member
 
 
-class LeaderSim(HardSim, leaders.Terms):
-    """``HardSim`` whose operator runs in fenced leader terms, with stalled leaders and API
+class HardLeaderFaults(HardFaults, leaders.Terms):
+    """``HardFaults`` with the operator in fenced leader terms, stalled leaders and API
     restarts (``sim.leaders``: the fourth families)."""
 
 
@@ -416,11 +431,12 @@ def hard_sim(seed: int, *, families: int = 3, fencing: bool = True) -> runner.Si
         return runner.Sim(config, scenario)
     extra = draw_extra(seed, families=families)
     if families < 4:
-        return HardSim(config, scenario, extra)
-    sim = LeaderSim(config, scenario, extra)
-    sim.arm(leaders.draw(seed, start_ms=config.warmup_ms,
-                         span_ms=sum(s.delay_ms for s in scenario.steps) + 10_000,
-                         fencing=fencing))
+        return runner.Sim(config, scenario, HardFaults(extra))
+    faults = HardLeaderFaults(extra)
+    sim = runner.Sim(config, scenario, faults)
+    faults.arm(leaders.draw(seed, start_ms=config.warmup_ms,
+                            span_ms=sum(s.delay_ms for s in scenario.steps) + 10_000,
+                            fencing=fencing))
     return sim
 
 

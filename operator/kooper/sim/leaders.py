@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable, Mapping
 
 from kooper.control import modelled
 from kooper.control import step as control
@@ -112,159 +113,161 @@ def explain(log: list[apiserver.Record]) -> list[str]:
             f"{r.key}: {r.verdict}" for r in log]
 
 
-class Terms(runner.Sim):
-    """``runner.Sim`` whose operator runs in fenced terms, with stalls and API restarts.
+class Terms(runner.NoFaults):
+    """Faults (``runner.FaultHooks``) of an operator that runs in fenced terms, with stalls
+    and API restarts.
 
-    Meant to be mixed in after ``chaos.HardSim`` (``chaos.LeaderSim``); ``arm`` sets the
-    faults before ``run``.
+    Combined with ``chaos.HardFaults`` as ``chaos.HardLeaderFaults``; ``arm`` sets the
+    faults, once attached to the simulator, before it runs.
     """
 
-    def __init__(self, config: runner.Config, scenario: scenarios.Scenario) -> None:
-        super().__init__(config, scenario)
+    def __init__(self) -> None:
+        super().__init__()
         self.faults = LeaderFaults()
         self.store = apiserver.Store()
         self.term = apiserver.Term(1)
         self.write_log: list[apiserver.Record] = []
         self.pending_stalls: list[Stall] = []
         self.api_down_until = -1
-        self.handlers.update(stale_write=self._stale_write, api_down=self._api_down,
-                             api_up=self._api_up)
+
+    def attach(self, sim: runner.Sim) -> Mapping[str, Callable[..., None]]:
+        """See ``runner.FaultHooks``."""
+        handlers = dict(super().attach(sim))
+        handlers.update(stale_write=self._stale_write, api_down=self._api_down,
+                        api_up=self._api_up)
+        return handlers
 
     def arm(self, faults: LeaderFaults) -> None:
         """Schedule ``faults`` (before ``run``)."""
         self.faults = faults
         self.pending_stalls = list(faults.stalls)
         for outage in faults.outages:
-            self.clock.at(outage.at_ms, "api_down", outage.down_ms)
+            self.sim.clock.at(outage.at_ms, "api_down", outage.down_ms)
 
     # -- writes --------------------------------------------------------------------------
 
-    def _inputs(self) -> control.Inputs:
-        inputs = super()._inputs()
+    def inputs(self, inputs: control.Inputs) -> control.Inputs:
+        """The operator's inputs name its term's leader epoch (with the fence on)."""
+        inputs = super().inputs(inputs)
         epoch = self.term.epoch if self.faults.fencing else 0
         return dataclasses.replace(inputs, leader_epoch=epoch)
 
-    def _execute(self, write: control.Write) -> None:
-        self._attempt(self.term, write)
+    def lands(self, write: control.Write) -> bool:
+        """The current term's ``write`` lands unless the API refuses it."""
+        return super().lands(write) and self._attempt(self.term, write)
 
-    def _attempt(self, term: apiserver.Term, write: control.Write) -> None:
+    def _attempt(self, term: apiserver.Term, write: control.Write) -> bool:
         key, kind = key_and_kind(write)
         verdict = apiserver.attempt(self.store, term, key, kind=kind,
                                     fencing=self.faults.fencing,
                                     delete=kind is apiserver.Kind.DELETE)
-        self.write_log.append(apiserver.Record(self.clock.now_ms, term.epoch, kind, key,
+        self.write_log.append(apiserver.Record(self.sim.clock.now_ms, term.epoch, kind, key,
                                                verdict, stale=term is not self.term))
-        if verdict is apiserver.Verdict.LANDS:
-            super()._execute(write)
+        return verdict is apiserver.Verdict.LANDS
 
     def _stale_write(self, term: apiserver.Term, write: control.Write) -> None:
-        if self.clock.now_ms < self.api_down_until:
-            self.clock.at(self.api_down_until, "stale_write", term, write)
+        sim = self.sim
+        if sim.clock.now_ms < self.api_down_until:
+            sim.clock.at(self.api_down_until, "stale_write", term, write)
             return
-        self.last_fault_ms = max(self.last_fault_ms, self.clock.now_ms)
-        self._attempt(term, write)
+        sim.last_fault_ms = max(sim.last_fault_ms, sim.clock.now_ms)
+        if self._attempt(term, write):
+            sim._land(write)
 
     # -- a new term: the fence first ----------------------------------------------------------
 
-    def _operator_up(self) -> None:
-        if self.clock.now_ms < self.api_down_until:
-            self.clock.at(self.api_down_until, "operator_up")
-            return
-        self.last_fault_ms = max(self.last_fault_ms, self.clock.now_ms)
+    def new_term(self) -> bool:
+        """A new term waits for the API; it fences the stale term's writes first."""
+        if not super().new_term():
+            return False
+        sim = self.sim
+        if sim.clock.now_ms < self.api_down_until:
+            sim.clock.at(self.api_down_until, "operator_up")
+            return False
+        sim.last_fault_ms = max(sim.last_fault_ms, sim.clock.now_ms)
         self.term = term = apiserver.Term(self.term.epoch + 1)
         if self.faults.fencing:
-            for member, message in sorted(self.written.items()):
+            for member, message in sorted(sim.written.items()):
                 current = self.store.get(member)
                 if current is not None and current.epoch >= term.epoch:
                     continue
                 self._log(term, apiserver.Kind.REISSUE, member, apiserver.attempt(
                     self.store, term, member, kind=apiserver.Kind.REISSUE))
-                self._write(dataclasses.replace(message, leader_epoch=term.epoch))
+                sim._write(dataclasses.replace(message, leader_epoch=term.epoch))
             # Every member (by its Lease) without a ConfigMap gets an empty one under the
             # new epoch, so a stalled term's create of its first document is refused.
-            pods, leases = self.modelled.current()
-            group = modelled.group(self.config.group, self.settings)
+            pods, leases = sim.modelled.current()
+            group = modelled.group(sim.config.group, sim.settings)
             for name in control.leased_members(group, pods, leases):
-                if name not in self.written:
+                if name not in sim.written:
                     self._log(term, apiserver.Kind.REISSUE, name, apiserver.attempt(
                         self.store, term, name, kind=apiserver.Kind.REISSUE))
             self._log(term, apiserver.Kind.CLAIM, apiserver.STATUS, apiserver.attempt(
                 self.store, term, apiserver.STATUS, kind=apiserver.Kind.CLAIM))
             term.held = self.store.snapshot()  # the watch shows the fence: restore now
-        super()._operator_up()
+        return True
 
     def _log(self, term: apiserver.Term, kind: apiserver.Kind, key: str,
              verdict: apiserver.Verdict) -> None:
-        self.write_log.append(apiserver.Record(self.clock.now_ms, term.epoch, kind, key,
+        self.write_log.append(apiserver.Record(self.sim.clock.now_ms, term.epoch, kind, key,
                                                verdict))
 
     # -- a stalled leader -----------------------------------------------------------------------
 
-    def _cut_short(self, decided: control.Step, plan: model.Plan,
-                   writes: tuple[control.Write, ...]) -> bool:
+    def stalls(self, decided: control.Step, plan: model.Plan,
+               writes: tuple[control.Write, ...]) -> bool:
+        """A stall due now: the term makes a prefix of ``writes`` and freezes; the next
+        term takes over after the leader Lease, and the rest land late, stale."""
         stall = self._due_stall()
         if stall is None:
-            return super()._cut_short(decided, plan, writes)
+            return super().stalls(decided, plan, writes)
+        sim = self.sim
         made = min(len(writes), int(stall.prefix * (len(writes) + 1)))
         done, rest = writes[:made], writes[made:]
         for write in done:
-            self._execute(write)
-        self._record_audit(decided, plan, cut=True, persisted=any(
+            sim._execute(write)
+        sim._record_audit(decided, plan, cut=True, persisted=any(
             isinstance(w, control.WriteStatus) and w.status is decided.status for w in done))
         stale = self.term
-        self._suspend()
-        self.clock.after(stall.takeover_ms, "operator_up")
-        takeover = self.clock.now_ms + stall.takeover_ms
+        sim._suspend()
+        sim.clock.after(stall.takeover_ms, "operator_up")
+        takeover = sim.clock.now_ms + stall.takeover_ms
         offsets = (tuple(sorted(stall.resume_ms[:len(rest)])) if stall.interleaved
                    else (stall.resume_ms[0],) * len(rest))
         for write, offset in zip(rest, offsets, strict=True):
-            self.clock.at(takeover + offset, "stale_write", stale, write)
-        self.last_fault_ms = max(self.last_fault_ms, self.clock.now_ms)
+            sim.clock.at(takeover + offset, "stale_write", stale, write)
+        sim.last_fault_ms = max(sim.last_fault_ms, sim.clock.now_ms)
         return True
 
     def _due_stall(self) -> Stall | None:
-        if self.pending_stalls and self.pending_stalls[0].at_ms <= self.clock.now_ms:
+        if self.pending_stalls and self.pending_stalls[0].at_ms <= self.sim.clock.now_ms:
             return self.pending_stalls.pop(0)
         return None
-
-    def _suspend(self) -> None:
-        """The term plans nothing more (frozen, or cut off from the API past its Lease)."""
-        self.operator_up = False
-        self.operator_epoch += 1
-        self.round_pending = False
-        self.deadline_at = None
 
     # -- an API restart -------------------------------------------------------------------------
 
     def _api_down(self, down_ms: int) -> None:
-        if self.clock.now_ms < self.api_down_until:
+        sim = self.sim
+        if sim.clock.now_ms < self.api_down_until:
             return
-        self.api_down_until = self.clock.now_ms + down_ms
-        self.last_fault_ms = max(self.last_fault_ms, self.api_down_until)
-        for pod in sorted(self.pods.values(), key=lambda p: p.ordinal):
+        self.api_down_until = sim.clock.now_ms + down_ms
+        sim.last_fault_ms = max(sim.last_fault_ms, self.api_down_until)
+        for pod in sorted(sim.pods.values(), key=lambda p: p.ordinal):
             if pod.alive and not pod.partitioned:
-                self._apply_step(scenarios.Step(scenarios.Action.PARTITION, pod=pod.ordinal,
-                                                down_ms=down_ms))
-        if down_ms >= LEADER_LEASE_MS and self.operator_up:
+                sim._apply_step(scenarios.Step(scenarios.Action.PARTITION, pod=pod.ordinal,
+                                               down_ms=down_ms))
+        if down_ms >= LEADER_LEASE_MS and sim.operator_up:
             # The leader could not renew its Lease: its term ends; the next one starts
-            # once the API is back (``_operator_up`` waits for it).
-            self._suspend()
-            self.clock.at(self.api_down_until, "operator_up")
-        self.clock.at(self.api_down_until, "api_up")
+            # once the API is back (``new_term`` waits for it).
+            sim._suspend()
+            sim.clock.at(self.api_down_until, "operator_up")
+        sim.clock.at(self.api_down_until, "api_up")
 
     def _api_up(self) -> None:
-        if self.operator_up:
-            self.round_pending = False
-            self._trigger()
+        if self.sim.operator_up:
+            self.sim.round_pending = False
+            self.sim._trigger()
 
-    def _round(self, epoch: int) -> None:
-        if self.clock.now_ms < self.api_down_until:
-            return  # the round waits for the API (``_api_up`` runs it)
-        super()._round(epoch)
-
-    def _deadline(self, epoch: int) -> None:
-        if self.clock.now_ms < self.api_down_until:
-            if epoch == self.operator_epoch and self.deadline_at == self.clock.now_ms:
-                self.deadline_at = None  # ``_api_up``'s round does its work
-            return
-        super()._deadline(epoch)
+    def api_unreachable(self) -> bool:
+        """The operator's rounds and deadlines wait for the API (``_api_up`` runs one)."""
+        return super().api_unreachable() or self.sim.clock.now_ms < self.api_down_until

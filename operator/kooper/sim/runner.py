@@ -24,7 +24,7 @@ import dataclasses
 import gc
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kooper.control import adaptive, audit, modelled, state, views
 from kooper.control import step as control
@@ -110,7 +110,9 @@ class Config:
 
 
 @dataclasses.dataclass
-class _Pod:
+class Pod:
+    """One pod's process, as the simulator models it."""
+
     name: ids.WorkerId
     ordinal: int
     token: int
@@ -151,14 +153,200 @@ ALL = frozenset(model.Protocol)
 EAGER_ONLY = frozenset({model.Protocol.EAGER})
 
 
+class FaultHooks(Protocol):
+    """The simulator's extension points: what a run's injected faults may change.
+
+    ``Sim`` calls each at one point of its model; ``NoFaults`` is the run without any.
+    A fault implementation (``sim.chaos.HardFaults``, ``sim.leaders.Terms``) is handed
+    the ``Sim`` once (``attach``) and may read it and call its model's steps."""
+
+    def attach(self, sim: Sim) -> Mapping[str, Callable[..., None]]:
+        """Bind to ``sim`` (before ``run``); returns the clock events the faults schedule,
+        by name, with their handlers."""
+        ...
+
+    def step(self, step: Step) -> Step:
+        """The scenario step to play instead of ``step`` (a kill becomes a force delete)."""
+        ...
+
+    def force_delete(self, step: Step) -> ids.WorkerId | None:
+        """Play a ``FORCE_DELETE`` step (which the simulator does not model itself); returns
+        the pod it touched, as ``Sim`` does for a kill."""
+        ...
+
+    def partitioned(self, pod: Pod) -> None:
+        """``pod`` was just cut off from the API by a scenario step."""
+        ...
+
+    def orphan(self, name: ids.WorkerId, token: int) -> Pod | None:
+        """A live process named ``name`` started as ``token`` that is no longer its pod's
+        (force-deleted, running on), or None."""
+        ...
+
+    def process_ends(self, pod: Pod) -> bool:
+        """``pod``'s session ends its process at its deadline; True when the faults saw to
+        it (an orphan's process just ends), False to restart it as the simulator does."""
+        ...
+
+    def batch(self, pod: Pod, actions: list[sdk_session.Action]) -> None:
+        """``pod``'s session is about to run ``actions`` (stops or starts)."""
+        ...
+
+    def outgoing_report(self, pod: Pod, member: model.Member) -> model.Member:
+        """What the report ``pod`` sends says (a forger claims more than ``member``)."""
+        ...
+
+    def report(self, name: ids.WorkerId, token: int) -> bool:
+        """A report of ``name`` (as ``token``) reaches its Lease; False: it never lands."""
+        ...
+
+    def departing(self, name: ids.WorkerId) -> None:
+        """``name``'s pod vanishes or its worker leaves (the operator may drop it next)."""
+        ...
+
+    def declare(self, pod: Pod) -> bool:
+        """The cut-off ``pod`` is past lease + margin; True when the faults saw to it (the
+        operator's own liveness rule), False to remove it as the simulator does."""
+        ...
+
+    def inputs(self, inputs: control.Inputs) -> control.Inputs:
+        """What the operator reads from the API, given what the simulator models."""
+        ...
+
+    def api_unreachable(self) -> bool:
+        """Whether the API is down now: the operator's rounds and deadlines wait."""
+        ...
+
+    def after_round(self, epoch: int) -> None:
+        """A round event of operator process ``epoch`` was handled (planned or not)."""
+        ...
+
+    def stalls(self, decided: control.Step, plan: model.Plan,
+               writes: tuple[control.Write, ...]) -> bool:
+        """Whether the operator stalls part-way through this round's ``writes`` (the faults
+        then made what it made); False to go on as the simulator does."""
+        ...
+
+    def lands(self, write: control.Write) -> bool:
+        """Whether the operator's ``write`` lands (a fenced term's stale write does not)."""
+        ...
+
+    def new_term(self) -> bool:
+        """A new operator process is about to restore; False: it waits (the faults start
+        it again later). The faults may act first (a new leader's fence)."""
+        ...
+
+    def order(self, writes: tuple[control.Write, ...]) -> tuple[control.Write, ...]:
+        """The order the operator makes a round's ``writes`` in (``Step.writes``)."""
+        ...
+
+    def crash_prefix(self, count: int) -> int | None:
+        """How many of ``count`` writes an operator dying mid-sequence made; None: drawn."""
+        ...
+
+    def document(self, message: messages.Assignment) -> messages.Assignment:
+        """The document the operator writes for ``message``."""
+        ...
+
+
+class NoFaults:
+    """The run without injected faults: every ``FaultHooks`` point as the simulator models
+    it. Fault implementations extend it (each calls ``super()`` where it adds to another
+    implementation's effect)."""
+
+    sim: Sim
+
+    def attach(self, sim: Sim) -> Mapping[str, Callable[..., None]]:
+        """See ``FaultHooks``."""
+        self.sim = sim
+        return {}
+
+    def step(self, step: Step) -> Step:
+        """See ``FaultHooks``."""
+        return step
+
+    def force_delete(self, step: Step) -> ids.WorkerId | None:
+        """See ``FaultHooks``."""
+        raise AssertionError(step.action)
+
+    def partitioned(self, pod: Pod) -> None:
+        """See ``FaultHooks``."""
+
+    def orphan(self, name: ids.WorkerId, token: int) -> Pod | None:
+        """See ``FaultHooks``."""
+        return None
+
+    def process_ends(self, pod: Pod) -> bool:
+        """See ``FaultHooks``."""
+        return False
+
+    def batch(self, pod: Pod, actions: list[sdk_session.Action]) -> None:
+        """See ``FaultHooks``."""
+
+    def outgoing_report(self, pod: Pod, member: model.Member) -> model.Member:
+        """See ``FaultHooks``."""
+        return member
+
+    def report(self, name: ids.WorkerId, token: int) -> bool:
+        """See ``FaultHooks``."""
+        return True
+
+    def departing(self, name: ids.WorkerId) -> None:
+        """See ``FaultHooks``."""
+
+    def declare(self, pod: Pod) -> bool:
+        """See ``FaultHooks``."""
+        return False
+
+    def inputs(self, inputs: control.Inputs) -> control.Inputs:
+        """See ``FaultHooks``."""
+        return inputs
+
+    def api_unreachable(self) -> bool:
+        """See ``FaultHooks``."""
+        return False
+
+    def after_round(self, epoch: int) -> None:
+        """See ``FaultHooks``."""
+
+    def stalls(self, decided: control.Step, plan: model.Plan,
+               writes: tuple[control.Write, ...]) -> bool:
+        """See ``FaultHooks``."""
+        return False
+
+    def lands(self, write: control.Write) -> bool:
+        """See ``FaultHooks``."""
+        return True
+
+    def new_term(self) -> bool:
+        """See ``FaultHooks``."""
+        return True
+
+    def order(self, writes: tuple[control.Write, ...]) -> tuple[control.Write, ...]:
+        """See ``FaultHooks``."""
+        return writes
+
+    def crash_prefix(self, count: int) -> int | None:
+        """See ``FaultHooks``."""
+        return None
+
+    def document(self, message: messages.Assignment) -> messages.Assignment:
+        """See ``FaultHooks``."""
+        return message
+
+
 class Sim:
-    """One run. ``run()`` drives the clock until nothing is left to happen."""
+    """One run. ``run()`` drives the clock until nothing is left to happen.
+
+    ``hooks`` are the run's injected faults (``FaultHooks``: its extension points, all
+    named there); none by default."""
 
     gone_means_stopped = True
     """A pod that vanishes stops its process with it (``control.Inputs``): so do this
     simulator's crashes and kills."""
 
-    def __init__(self, config: Config, scenario: scenarios.Scenario) -> None:
+    def __init__(self, config: Config, scenario: scenarios.Scenario,
+                 hooks: FaultHooks | None = None) -> None:
         self.config = config
         self.scenario = scenario
         self.rng = random.Random(config.seed)
@@ -170,7 +358,7 @@ class Sim:
         self.settings = model.Settings(config.protocol, config.policy, config.delay_ms)
         self.connectors = {f"c{i:02d}": config.tasks for i in range(config.connectors)}
         self.configured = model.Snapshot(self.connectors, {}).configured()
-        self.pods: dict[ids.WorkerId, _Pod] = {}
+        self.pods: dict[ids.WorkerId, Pod] = {}
         self.tokens = 0
         # The operator's view and memory.
         self.visible: dict[ids.WorkerId, model.Member] = {}
@@ -229,6 +417,8 @@ class Sim:
             self.roller = rollouts.Controller(
                 scenario.rollout, group=config.group, replicas=config.pods,
                 actions=rollouts.Actions(terminate=self._terminate, create=self._create))
+        self.hooks: FaultHooks = hooks if hooks is not None else NoFaults()
+        self.handlers.update(self.hooks.attach(self))
 
     # -- recording ------------------------------------------------------------------
 
@@ -287,13 +477,15 @@ class Sim:
         if self.roller is not None:
             facts = self.roller.pod_facts(name)
             self.modelled.describe(name, (facts.owner_kind, facts.owner_name), facts.labels)
-        pod = _Pod(name, ordinal, self.tokens, f"i{self.tokens}", protocols, alive=False)
+        pod = Pod(name, ordinal, self.tokens, f"i{self.tokens}", protocols, alive=False)
         self.pods[name] = pod
         self.clock.after(after_ms, "up", name, pod.token)
 
-    def _pod(self, name: ids.WorkerId, token: int) -> _Pod | None:
+    def _pod(self, name: ids.WorkerId, token: int) -> Pod | None:
         pod = self.pods.get(name)
-        return pod if pod is not None and pod.token == token and pod.alive else None
+        if pod is not None and pod.token == token and pod.alive:
+            return pod
+        return self.hooks.orphan(name, token)
 
     # -- the scenario ----------------------------------------------------------------------
 
@@ -313,6 +505,11 @@ class Sim:
                 self.clock.after(nxt.delay_ms, "step")
 
     def _apply_step(self, step: Step) -> ids.WorkerId | None:
+        """Play ``step`` (as the faults have it: ``FaultHooks.step``); the pod it touched."""
+        return self._play(self.hooks.step(step))
+
+    def _play(self, step: Step) -> ids.WorkerId | None:
+        """Play ``step`` as the simulator models it; returns the pod it touched."""
         name = ids.WorkerId(f"{self.config.group}-{step.pod}")
         pod = self.pods.get(name)
         down = step.down_ms if step.down_ms is not None else self.lat.restart.draw(self.rng)
@@ -377,7 +574,10 @@ class Sim:
                 self.clock.after(self.lat.lease_ms, "fence", *cut)
             self.clock.after(self.lat.lease_ms + self.lat.skew_ms, "declare", *cut)
             self.clock.after(down, "heal", *cut)
+            self.hooks.partitioned(pod)
             return None
+        if step.action is A.FORCE_DELETE:
+            return self.hooks.force_delete(step)
         raise AssertionError(step.action)
 
     def _ready(self, name: ids.WorkerId, token: int) -> None:
@@ -406,7 +606,7 @@ class Sim:
             self._send_report(pod)
         self.clock.after(self.lat.ready.draw(self.rng), "ready", name, token)
 
-    def _depart(self, pod: _Pod, *, graceful: bool = False) -> None:
+    def _depart(self, pod: Pod, *, graceful: bool = False) -> None:
         """The process is gone: everything it ran stops at once.
 
         ``graceful`` is a kubelet-driven stop (a rolling restart): the pod gets a
@@ -423,7 +623,7 @@ class Sim:
         self.clock.after(self.lat.report.draw(self.rng), "left" if graceful else "gone",
                          pod.name, pod.incarnation)
 
-    def _stop_all(self, pod: _Pod) -> int:
+    def _stop_all(self, pod: Pod) -> int:
         """Stop everything at once; returns how late (ms) the stops were recorded."""
         # A start that completed this very millisecond is recorded 1 ms before its stop:
         # the event log orders stops before starts within a millisecond.
@@ -454,7 +654,7 @@ class Sim:
         if not pod.busy:
             self._apply(pod)
 
-    def _apply(self, pod: _Pod) -> None:
+    def _apply(self, pod: Pod) -> None:
         doc = pod.latest
         assert doc is not None
         pod.busy = True
@@ -477,7 +677,7 @@ class Sim:
         pod.running -= to_stop
         self._start_phase(pod, doc)
 
-    def _start_phase(self, pod: _Pod, doc: messages.Assignment) -> None:
+    def _start_phase(self, pod: Pod, doc: messages.Assignment) -> None:
         to_start = set(doc.assigned.connectors).union(doc.assigned.tasks) - pod.running
         if to_start:
             self.clock.after(self.lat.start.draw(self.rng), "started", pod.name, pod.token, doc,
@@ -502,7 +702,7 @@ class Sim:
         pod.started_at = self.clock.now_ms
         self._applied(pod, doc)
 
-    def _applied(self, pod: _Pod, doc: messages.Assignment) -> None:
+    def _applied(self, pod: Pod, doc: messages.Assignment) -> None:
         pod.generation = doc.generation
         pod.busy = False
         self._send_report(pod)
@@ -511,7 +711,7 @@ class Sim:
 
     # -- members driven by the real SDK session ------------------------------------------------
 
-    def _pump(self, pod: _Pod) -> None:
+    def _pump(self, pod: Pod) -> None:
         """Run the session's next batches: reports at once, stops/starts after their time."""
         session = pod.session
         assert session is not None
@@ -540,6 +740,7 @@ class Sim:
         pod = self._pod(name, token)
         if pod is None or pod.session is None:
             return
+        self.hooks.batch(pod, actions)
         for action in actions:
             if isinstance(action, sdk_session.Stop):
                 self._emit(ev.Kind.STOP, name, action.resource, action.generation)
@@ -561,10 +762,12 @@ class Sim:
         pod.busy = False
         self._pump(pod)
 
-    def _send_report(self, pod: _Pod, member: model.Member | None = None,
+    def _send_report(self, pod: Pod, member: model.Member | None = None,
                      member_epoch: int = 0) -> None:
         if pod.partitioned:
             return
+        if member is not None:
+            member = self.hooks.outgoing_report(pod, member)
         pod.report_seq += 1
         if member is None:
             running = pod.running
@@ -587,6 +790,8 @@ class Sim:
 
     def _report(self, name: ids.WorkerId, token: int, seq: int, member: model.Member,
                 member_epoch: int) -> None:
+        if not self.hooks.report(name, token):
+            return
         pod = self._pod(name, token)
         if pod is None:
             return  # (a report written before a partition still lands)
@@ -599,6 +804,7 @@ class Sim:
         self._trigger()
 
     def _gone(self, name: ids.WorkerId, incarnation: str) -> None:
+        self.hooks.departing(name)
         seen = self.visible.get(name)
         if seen is not None and seen.incarnation == incarnation:
             del self.visible[name]
@@ -608,6 +814,7 @@ class Sim:
 
     def _left(self, name: ids.WorkerId, incarnation: str) -> None:
         """A graceful leave: the Lease is deleted; the kubelet removes the pod after."""
+        self.hooks.departing(name)
         seen = self.visible.get(name)
         if seen is not None and seen.incarnation == incarnation:
             del self.visible[name]
@@ -672,7 +879,7 @@ class Sim:
 
     # -- partitions ---------------------------------------------------------------------------
 
-    def _cut(self, name: ids.WorkerId, token: int, cut: int) -> _Pod | None:
+    def _cut(self, name: ids.WorkerId, token: int, cut: int) -> Pod | None:
         pod = self._pod(name, token)
         return pod if pod is not None and pod.partitioned and pod.partitions == cut else None
 
@@ -686,7 +893,7 @@ class Sim:
             pod.fenced = True
             self._stop_all(pod)
 
-    def _exiting(self, name: ids.WorkerId, token: int, cut: int) -> _Pod | None:
+    def _exiting(self, name: ids.WorkerId, token: int, cut: int) -> Pod | None:
         """The pod whose session's deadline has come with a stop still running (its process
         ends), else None (a session that needs nothing more is pumped instead)."""
         pod = self._cut(name, token, cut)
@@ -701,7 +908,7 @@ class Sim:
     def _exit_check(self, name: ids.WorkerId, token: int, cut: int) -> None:
         """The session's deadline: a stop still running ends the process (it restarts)."""
         pod = self._exiting(name, token, cut)
-        if pod is None:
+        if pod is None or self.hooks.process_ends(pod):
             return
         protocols = pod.protocols
         self._depart(pod)
@@ -709,7 +916,7 @@ class Sim:
 
     def _declare(self, name: ids.WorkerId, token: int, cut: int) -> None:
         pod = self._cut(name, token, cut)
-        if pod is not None:
+        if pod is not None and not self.hooks.declare(pod):
             self._gone(name, pod.incarnation)
 
     def _heal(self, name: ids.WorkerId, token: int, cut: int) -> None:
@@ -755,9 +962,15 @@ class Sim:
     def _deadline(self, epoch: int) -> None:
         if epoch == self.operator_epoch and self.deadline_at == self.clock.now_ms:
             self.deadline_at = None
-            self._trigger()
+            if not self.hooks.api_unreachable():
+                self._trigger()  # (else the round the API's return runs does its work)
 
     def _round(self, epoch: int) -> None:
+        if not self.hooks.api_unreachable():
+            self._plan_round(epoch)
+        self.hooks.after_round(epoch)
+
+    def _plan_round(self, epoch: int) -> None:
         if epoch != self.operator_epoch or not self.operator_up:
             return
         self.round_pending = False
@@ -801,7 +1014,10 @@ class Sim:
     def _cut_short(self, decided: control.Step, plan: model.Plan,
                    writes: tuple[control.Write, ...]) -> bool:
         """Whether the operator stops part-way through the round's ``writes`` (it dies after
-        a prefix of them: ``crash_mid_round``); it made that prefix if so."""
+        a prefix of them: ``crash_mid_round``, or as the faults stall it); it made that
+        prefix if so."""
+        if self.hooks.stalls(decided, plan, writes):
+            return True
         if not self.crash_mid_round:
             return False
         self.crash_mid_round = False
@@ -834,15 +1050,21 @@ class Sim:
             self.audit.append(row)
 
     def _ordered(self, decided: control.Step) -> tuple[control.Write, ...]:
-        """The step's writes in the order they are made: the step's own order."""
-        return decided.writes
+        """The step's writes in the order they are made: the step's own (``FaultHooks.order``)."""
+        return self.hooks.order(decided.writes)
 
     def _crash_prefix(self, count: int) -> int:
         """How many of a step's ``count`` writes an operator dying mid-sequence made."""
-        return self.rng.randint(0, count - 1)  # never the status: it is the last write
+        made = self.hooks.crash_prefix(count)
+        return self.rng.randint(0, count - 1) if made is None else made  # never the status
 
     def _execute(self, write: control.Write) -> None:
-        """One write of a step (``Step.writes`` gives the order)."""
+        """One write of a step (``Step.writes`` gives the order), if it lands."""
+        if self.hooks.lands(write):
+            self._land(write)
+
+    def _land(self, write: control.Write) -> None:
+        """A write that landed: the API holds it."""
         if isinstance(write, control.DeleteConfigMap):
             self.written.pop(write.member, None)
         elif isinstance(write, control.WriteConfigMap):
@@ -866,10 +1088,12 @@ class Sim:
         if self.roller is not None:
             owners = {owner: control.OwnerFacts(True, self.roller.replicas_of(owner))
                       for owner in owners}
-            return dataclasses.replace(inputs, owners=owners, rollouts=self.roller.facts())
-        return dataclasses.replace(inputs, owners=owners) if owners else inputs
+            return self.hooks.inputs(
+                dataclasses.replace(inputs, owners=owners, rollouts=self.roller.facts()))
+        return self.hooks.inputs(dataclasses.replace(inputs, owners=owners) if owners else inputs)
 
     def _write(self, message: messages.Assignment) -> None:
+        message = self.hooks.document(message)
         name = ids.WorkerId(message.member)
         self.written[name] = message
         pod = self.pods.get(name)
@@ -883,14 +1107,21 @@ class Sim:
         self.clock.after(self.lat.propagate.draw(self.rng), "doc", name, pod.token, message)
 
     def _operator_down(self) -> None:
+        self._suspend()
+        self.clock.after(self.lat.operator_restart.draw(self.rng), "operator_up")
+
+    def _suspend(self) -> None:
+        """The operator process plans nothing more (dead, frozen, or cut off from the API
+        past its leader Lease)."""
         self.operator_up = False
         self.operator_epoch += 1
         self.round_pending = False
         self.deadline_at = None
-        self.clock.after(self.lat.operator_restart.draw(self.rng), "operator_up")
 
     def _operator_up(self) -> None:
         """A new operator process: it knows only what the API holds."""
+        if not self.hooks.new_term():
+            return
         self.operator_up = True
         status = {"state": state.encode(self.persisted, owners=self.persisted_owners,
                                         member_epoch=self.persisted_member_epoch,

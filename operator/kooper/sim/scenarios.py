@@ -37,7 +37,7 @@ class Action(enum.StrEnum):
     """``kubectl delete pod --force --grace-period=0`` (a lost node): the pod and its Lease
     are gone at once and the pod is re-created under its name, while the old process runs
     on, cut off from the API, until it fences itself by its own timing budget (hard chaos
-    only: ``sim.chaos.HardSim``)."""
+    only: ``sim.chaos.HardFaults``)."""
     PARTITION = "partition"
     """The pod loses the API for ``down_ms`` (it self-fences after the lease duration)."""
     ROLLOUT = "rollout"
