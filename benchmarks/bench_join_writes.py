@@ -24,35 +24,14 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-from collections.abc import Iterable
-from typing import Any
 
-from kooper.core import balance, ids, model
+import taken_first
+from kooper.core import model
 from kooper.protocol import messages
 from kooper.sim import runner, scenarios
 
 WINDOW_MS = 30_000
 S = scenarios
-
-
-def taken_first() -> None:
-    """Patch ``balance.pick_spread_tasks``: ``taken`` before epochs when one task each."""
-    original = balance.pick_spread_tasks
-
-    def pick(tasks: Iterable[str], count: int, taken: collections.Counter[str] | None = None,
-             epochs: Any = None) -> list[str]:
-        listed = list(tasks)
-        connectors = list(ids.task_connectors(listed))
-        if count <= 0 or taken is None or len(set(connectors)) != len(listed):
-            return original(listed, count, taken, epochs)
-        known = epochs or {}
-        order = sorted(zip(connectors, listed, strict=True), key=lambda ct: ct[0], reverse=True)
-        order.sort(key=lambda ct: (taken.get(ct[0], 0), -known.get(ct[1], 0)))
-        for connector, _ in order[:count]:
-            taken[connector] += 1
-        return [task for _, task in order[:count]]
-
-    balance.pick_spread_tasks = pick  # type: ignore[assignment]
 
 
 def kind_of(previous: messages.Assignment | None, now: messages.Assignment) -> str:
@@ -81,7 +60,7 @@ def main() -> int:
                         help="experiment: pick_spread_tasks orders by taken before epochs")
     options = parser.parse_args()
     if options.taken_first:
-        taken_first()
+        taken_first.patch()
     steps = [S.Step(S.Action.SCALE_DOWN, count=1, delay_ms=WINDOW_MS)
              for _ in range(options.departures)]
     steps += [S.Step(S.Action.SCALE_UP, count=1, delay_ms=WINDOW_MS)
