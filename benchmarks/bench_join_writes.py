@@ -2,7 +2,7 @@
 (departures, then joins) with every document classified.
 
     .venv/bin/python benchmarks/bench_join_writes.py [--members 300] [--tasks 30000]
-        [--departures 20] [--joins 10] [--taken-first]
+        [--departures 20] [--joins 10]
 
 ``--members`` pods, ``--tasks / 100`` connectors of 100 tasks, no rebalance delay; each
 departure (a scale-down by one) and each join (a scale-up by one) gets 30 s of simulated
@@ -11,12 +11,6 @@ to last document of the window), their ratio (issue 23's target for a join: <= 1
 generations written, the most documents one member got, and each write by what it tells
 the member compared with its previous document (it receives work / a new revocation /
 its assignment only shrinks / only its revoked set changed / nothing of that).
-
-``--taken-first`` is an experiment, not this tree's rule: ``balance.pick_spread_tasks``
-(a member's revocation choice among connectors it holds one task of) orders connectors
-by how many of their tasks other members already give up this round before the epoch of
-the member's task, instead of after it (see docs/benchmarks.md, "Issue 23's speed
-targets").
 """
 
 from __future__ import annotations
@@ -25,7 +19,6 @@ import argparse
 import collections
 import sys
 
-import taken_first
 from kooper.core import model
 from kooper.protocol import messages
 from kooper.sim import runner, scenarios
@@ -56,11 +49,7 @@ def main() -> int:
     parser.add_argument("--departures", type=int, default=20)
     parser.add_argument("--joins", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--taken-first", action="store_true",
-                        help="experiment: pick_spread_tasks orders by taken before epochs")
     options = parser.parse_args()
-    if options.taken_first:
-        taken_first.patch()
     steps = [S.Step(S.Action.SCALE_DOWN, count=1, delay_ms=WINDOW_MS)
              for _ in range(options.departures)]
     steps += [S.Step(S.Action.SCALE_UP, count=1, delay_ms=WINDOW_MS)
@@ -78,7 +67,7 @@ def main() -> int:
                            seed=options.seed, delay_ms=0, warmup_ms=WINDOW_MS)
     result = runner.simulate(config, S.Scenario("joins", tuple(steps)))
     print(f"{options.members} members, {options.tasks // 100} connectors x 100 tasks, seed "
-          f"{options.seed}{', --taken-first' if options.taken_first else ''}; "
+          f"{options.seed}; "
           f"violations {len(result.violations)}\n")
     print("| disruption | documents | members whose work changed | ratio | generations | "
           "most to one member | by what the document tells |")

@@ -41,7 +41,7 @@ def pick_spread_tasks_plain(
     def top(name: str) -> int:
         return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
 
-    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
+    heap = [(-len(by_connector[name]), seen[name], top(name), rank)
             for rank, name in enumerate(names)]
     heapq.heapify(heap)
     numbers_of: dict[int, list[tuple[int, int]]] = {}
@@ -57,7 +57,7 @@ def pick_spread_tasks_plain(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+            heapq.heappush(heap, (size + 1, seen[name], -numbers[-1][0], rank))
     return chosen
 
 

@@ -28,7 +28,7 @@ def pick_last(resources: Iterable[str], count: int,
 
 
 _Entry = tuple[int, int, int, int]
-"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, -top epoch, picked, rank)."""
+"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, picked, -top epoch, rank)."""
 
 
 def pick_spread_tasks(
@@ -41,9 +41,10 @@ def pick_spread_tasks(
     also improve the spread of that connector's tasks over the group. Among connectors
     held as much, the one fewest of whose tasks were already picked this round
     (``taken``, updated) goes first: the members that receive them can then take them
-    without holding two of one connector. Within a connector, the task handed out
-    most often goes first (``epochs``: work that already moved moves again before
-    work that never did), then the highest number.
+    without holding two of one connector, so a join's revocations leave the group
+    spread and move nobody else. Among those, the connector whose task was handed out
+    most often goes first, and within a connector that task (``epochs``: work that
+    already moved moves again before work that never did), then the highest number.
     """
     if count <= 0:
         return []
@@ -51,7 +52,7 @@ def pick_spread_tasks(
     single = not by_connector
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
-    # first to the connector whose task was handed out most often.
+    # first (after ``taken``) to the connector whose task was handed out most often.
     names = sorted(last, reverse=True)
     seen = taken if taken is not None else Counter[str]()
     # The heap orders by size first, so a connector enters it (and its epochs are read)
@@ -68,7 +69,7 @@ def pick_spread_tasks(
         while sizes and (not heap or sizes[0] >= -heap[0][0]):
             # Every connector not in the heap is at most this size: it may come first.
             size = sizes.pop(0)
-            tier = [(-size, _top(by_connector[name], epochs), seen_of(name, 0), rank)
+            tier = [(-size, seen_of(name, 0), _top(by_connector[name], epochs), rank)
                     for rank in tiers[size] for name in (names[rank],)]
             if heap:
                 for entry in tier:
@@ -87,7 +88,7 @@ def pick_spread_tasks(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+            heapq.heappush(heap, (size + 1, seen[name], -numbers[-1][0], rank))
     return chosen
 
 
@@ -123,7 +124,7 @@ def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[st
     if epochs:
         tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
                                      itertools.repeat(0)))
-    heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
+    heap = list(zip(itertools.repeat(-1), map(seen.get, names, itertools.repeat(0)), tops,
                     range(len(names))))
     heapq.heapify(heap)
     return heap
