@@ -28,7 +28,8 @@ def pick_last(resources: Iterable[str], count: int,
 
 
 _Entry = tuple[int, int, int, int]
-"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, picked, -top epoch, rank)."""
+"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, picked by other members,
+-top epoch, rank)."""
 
 
 def pick_spread_tasks(
@@ -39,7 +40,7 @@ def pick_spread_tasks(
 
     Revoking from the most-concentrated connector first makes every revocation
     also improve the spread of that connector's tasks over the group. Among connectors
-    held as much, the one fewest of whose tasks were already picked this round
+    held as much, the one fewest of whose tasks other members already picked this round
     (``taken``, updated) goes first: the members that receive them can then take them
     without holding two of one connector, so a join's revocations leave the group
     spread and move nobody else. Among those, the connector whose task was handed out
@@ -59,8 +60,11 @@ def pick_spread_tasks(
     # only once its size can come first.
     tiers = _tiers(names, by_connector)
     sizes = sorted(tiers, reverse=True)
-    heap = _single_tier(names, last, seen, epochs) if single and names else []
-    seen_of = seen.get
+    # What other members gave up before this one: its own picks do not reorder its
+    # connectors (among those, the epochs decide).
+    others = dict(seen)
+    heap = _single_tier(names, last, others, epochs) if single and names else []
+    others_of = others.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
     numbers_of: dict[int, list[tuple[int, int]]] = {}
@@ -69,7 +73,7 @@ def pick_spread_tasks(
         while sizes and (not heap or sizes[0] >= -heap[0][0]):
             # Every connector not in the heap is at most this size: it may come first.
             size = sizes.pop(0)
-            tier = [(-size, seen_of(name, 0), _top(by_connector[name], epochs), rank)
+            tier = [(-size, others_of(name, 0), _top(by_connector[name], epochs), rank)
                     for rank in tiers[size] for name in (names[rank],)]
             if heap:
                 for entry in tier:
@@ -88,7 +92,7 @@ def pick_spread_tasks(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, seen[name], -numbers[-1][0], rank))
+            heapq.heappush(heap, (size + 1, others_of(name, 0), -numbers[-1][0], rank))
     return chosen
 
 
@@ -116,7 +120,7 @@ def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[
     return tiers
 
 
-def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[str],
+def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Mapping[str, int],
                  epochs: Mapping[str, int] | None) -> list[_Entry]:
     """The heap when every connector holds one task: one tier, its keys built without a
     Python call each."""
