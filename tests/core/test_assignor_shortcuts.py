@@ -37,12 +37,11 @@ def pick_spread_tasks_plain(
         by_connector[ids.task_connector(task)].append(task)
     names = sorted(by_connector, reverse=True)
     seen = taken if taken is not None else Counter[str]()
-    others = Counter(seen)
 
     def top(name: str) -> int:
         return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
 
-    heap = [(-len(by_connector[name]), others[name], top(name), rank)
+    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
             for rank, name in enumerate(names)]
     heapq.heapify(heap)
     numbers_of: dict[int, list[tuple[int, int]]] = {}
@@ -58,7 +57,7 @@ def pick_spread_tasks_plain(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, others[name], -numbers[-1][0], rank))
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
     return chosen
 
 

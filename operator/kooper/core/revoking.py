@@ -28,8 +28,7 @@ def pick_last(resources: Iterable[str], count: int,
 
 
 _Entry = tuple[int, int, int, int]
-"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, picked by other members,
--top epoch, rank)."""
+"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, -top epoch, picked, rank)."""
 
 
 def pick_spread_tasks(
@@ -40,12 +39,11 @@ def pick_spread_tasks(
 
     Revoking from the most-concentrated connector first makes every revocation
     also improve the spread of that connector's tasks over the group. Among connectors
-    held as much, the one fewest of whose tasks other members already picked this round
+    held as much, the one fewest of whose tasks were already picked this round
     (``taken``, updated) goes first: the members that receive them can then take them
-    without holding two of one connector, so a join's revocations leave the group
-    spread and move nobody else. Among those, the connector whose task was handed out
-    most often goes first, and within a connector that task (``epochs``: work that
-    already moved moves again before work that never did), then the highest number.
+    without holding two of one connector. Within a connector, the task handed out
+    most often goes first (``epochs``: work that already moved moves again before
+    work that never did), then the highest number.
     """
     if count <= 0:
         return []
@@ -53,18 +51,15 @@ def pick_spread_tasks(
     single = not by_connector
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
-    # first (after ``taken``) to the connector whose task was handed out most often.
+    # first to the connector whose task was handed out most often.
     names = sorted(last, reverse=True)
     seen = taken if taken is not None else Counter[str]()
     # The heap orders by size first, so a connector enters it (and its epochs are read)
     # only once its size can come first.
     tiers = _tiers(names, by_connector)
     sizes = sorted(tiers, reverse=True)
-    # What other members gave up before this one: its own picks do not reorder its
-    # connectors (among those, the epochs decide).
-    others = dict(seen)
-    heap = _single_tier(names, last, others, epochs) if single and names else []
-    others_of = others.get
+    heap = _single_tier(names, last, seen, epochs) if single and names else []
+    seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
     numbers_of: dict[int, list[tuple[int, int]]] = {}
@@ -73,7 +68,7 @@ def pick_spread_tasks(
         while sizes and (not heap or sizes[0] >= -heap[0][0]):
             # Every connector not in the heap is at most this size: it may come first.
             size = sizes.pop(0)
-            tier = [(-size, others_of(name, 0), _top(by_connector[name], epochs), rank)
+            tier = [(-size, _top(by_connector[name], epochs), seen_of(name, 0), rank)
                     for rank in tiers[size] for name in (names[rank],)]
             if heap:
                 for entry in tier:
@@ -92,7 +87,7 @@ def pick_spread_tasks(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, others_of(name, 0), -numbers[-1][0], rank))
+            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
     return chosen
 
 
@@ -120,7 +115,7 @@ def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[
     return tiers
 
 
-def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Mapping[str, int],
+def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[str],
                  epochs: Mapping[str, int] | None) -> list[_Entry]:
     """The heap when every connector holds one task: one tier, its keys built without a
     Python call each."""
@@ -128,7 +123,7 @@ def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Mapping[st
     if epochs:
         tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
                                      itertools.repeat(0)))
-    heap = list(zip(itertools.repeat(-1), map(seen.get, names, itertools.repeat(0)), tops,
+    heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
                     range(len(names))))
     heapq.heapify(heap)
     return heap
