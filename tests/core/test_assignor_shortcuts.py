@@ -176,3 +176,14 @@ def test_a_plan_hands_the_next_round_what_it_read_of_each_task_set():
     again = assignor.plan(settled, second.state, now_ms=2)
     assert again == assignor.plan(settled, dataclasses.replace(second.state, shapes={}),
                                   now_ms=2), "plans the same without it"
+
+
+@settings(max_examples=300, deadline=None)
+@given(whole=st.frozensets(st.sampled_from(TASKS)), data=st.data())
+def test_a_part_of_a_set_known_undoubled_is_undoubled_without_reading_it(whole, data):
+    part = data.draw(st.frozensets(st.sampled_from(sorted(whole))) if whole else st.just(whole))
+    round_ = a_round()
+    groups_stage.doubled(round_, whole)  # known, as from the previous round's shapes
+    names = [ids.task_connector(task) for task in part]
+    expected = Counter(names) if len(set(names)) < len(names) else None
+    assert groups_stage.doubled_within(round_, set(part), whole) == expected

@@ -43,6 +43,17 @@ def doubled(r: Round, tasks: AbstractSet[str], held: Connectors | None = None) -
     return result
 
 
+def doubled_within(r: Round, tasks: AbstractSet[str], whole: frozenset[str]) -> Doubled:
+    """``doubled(tasks)``, answered without reading an id when ``tasks`` is part of
+    ``whole`` (a member that only gave up work) and ``whole`` is known to hold no two
+    tasks of one connector."""
+    if tasks is not whole:
+        known = r.doubled_of.get(id(whole))
+        if known is not None and known[1] is None and tasks <= whole:
+            return None
+    return doubled(r, tasks)
+
+
 def count_groups(
     r: Round, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
 ) -> dict[str, Counter[ids.WorkerId]]:
@@ -59,7 +70,8 @@ def count_groups(
         for member, tasks in holdings.items():
             mine = named.intersection(tasks)
             for name in ids.task_connectors(mine):
-                counts[name][member] += 1
+                row = counts[name]
+                row[member] = row.get(member, 0) + 1  # no ``Counter.__missing__`` call
         return counts
     # Each (group, member) is counted once: set, not added (no ``Counter.__missing__``).
     for member, tasks in holdings.items():
@@ -94,7 +106,7 @@ def is_spread(r: Round, draft: Draft) -> bool:
     # holding two of one connector are counted.
     over = Counter[str]()
     for member in r.order:
-        groups = doubled(r, draft.get(member))
+        groups = doubled_within(r, draft.get(member), draft.base[member])
         if groups is None:
             continue
         for group, count in groups.items():

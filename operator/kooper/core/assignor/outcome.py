@@ -92,7 +92,7 @@ def _shapes(r: Round, nxt: Holdings) -> dict[ids.WorkerId, model.Shape]:
         if shape is None:
             if tasks is current[member].tasks:
                 continue  # neither moved nor read: a later round reads it if it must
-            shape = (tasks, groups.doubled(r, tasks))
+            shape = (tasks, groups.doubled_within(r, tasks, current[member].tasks))
         shapes[member] = shape
     return shapes
 
