@@ -12,11 +12,9 @@ A ratio above 1 is slower than the base. Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
 import statistics
-import subprocess
 import sys
 
 import trees
@@ -37,14 +35,7 @@ def parse(text: str) -> Rows:
 
 
 def run(tree: pathlib.Path, args: list[str]) -> Rows:
-    env = {**os.environ, "PYTHONPATH": str(tree / "operator")}
-    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True,
-                          text=True, check=False)
-    sys.stderr.write(done.stdout)
-    if done.returncode:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"bench_assignor.py on {tree} failed ({done.returncode})")
-    return parse(done.stdout)
+    return parse(trees.run(tree, [str(BENCH), *args]))
 
 
 def main() -> int:

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
-import subprocess
 import sys
 
 import trees
@@ -49,14 +47,8 @@ print(json.dumps({"cpu": cpu, "wall": wall, "events": len(result.events),
 
 
 def run(tree: pathlib.Path, pods: int, only: int, profile: str) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "operator")}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(pods), str(only),
-                           profile], env=env,
-                          capture_output=True, text=True, check=False)
-    if done.returncode:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"the simulation on {tree} failed ({done.returncode})")
-    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    out = trees.run(tree, ["-c", CHILD, str(pods), str(only), profile], echo=False)
+    found: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return found
 
 

@@ -13,11 +13,9 @@ the members whose assignment changed (docs/protocol.md, "Which documents a round
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
 import statistics
-import subprocess
 import sys
 
 import trees
@@ -56,14 +54,7 @@ def parse(text: str) -> dict[tuple[str, str], float]:
 
 
 def run(tree: pathlib.Path, args: list[str]) -> dict[tuple[str, str], float]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "operator")}
-    done = subprocess.run([sys.executable, str(BENCH), "--tree", str(tree), *args],
-                          env=env, capture_output=True, text=True, check=False)
-    sys.stderr.write(done.stdout)
-    if done.returncode:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"bench_operator.py on {tree} failed ({done.returncode})")
-    return parse(done.stdout)
+    return parse(trees.run(tree, [str(BENCH), "--tree", str(tree), *args]))
 
 
 def main() -> int:
