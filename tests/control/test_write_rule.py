@@ -50,6 +50,19 @@ def settled(names: list[str]) -> tuple[list[model.Member], control.Memory]:
     return members, memory
 
 
+def joined() -> tuple[list[model.Member], control.Step]:
+    """Three settled members and a fourth that joins: the members and the revoking round."""
+    members, memory = settled(["a", "b", "c"])
+    members = [*members, member("d")]
+    return members, control.step(inputs(members), memory, now_ms=100)
+
+
+def configmap(document: messages.Assignment) -> views.ConfigMapView:
+    """The ConfigMap that carries ``document``."""
+    return views.ConfigMapView("default", views.configmap_name(document.member), GROUP,
+                               document.member, "1", codec.encode_assignment(document))
+
+
 def assigned(memory: control.Memory) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
     return dict(memory.persisted.state.assignments)
 
@@ -74,9 +87,7 @@ def test_a_join_rewrites_only_the_documents_whose_assignment_changed():
 
 
 def test_a_member_that_acknowledged_its_revocation_keeps_its_document():
-    members, memory = settled(["a", "b", "c"])
-    members = [*members, member("d")]
-    revoking = control.step(inputs(members), memory, now_ms=100)
+    members, revoking = joined()
     revoked = {w.member: w for w in revoking.configmap_writes if w.revoked}
     assert revoked
     members = apply(revoking, members)
@@ -93,9 +104,7 @@ def test_a_member_that_acknowledged_its_revocation_keeps_its_document():
 
 
 def test_revoked_work_stays_with_its_member_until_it_acknowledges():
-    members, memory = settled(["a", "b", "c"])
-    members = [*members, member("d")]
-    revoking = control.step(inputs(members), memory, now_ms=100)
+    members, revoking = joined()
     slow = next(w.member for w in revoking.configmap_writes if w.revoked)
     waiting = apply(revoking, members, skip=frozenset({slow}))
     held = control.step(inputs(waiting), revoking.memory, now_ms=110)
@@ -108,16 +117,12 @@ def test_revoked_work_stays_with_its_member_until_it_acknowledges():
 
 
 def test_a_restored_leader_reads_no_revocation_that_a_newer_document_hands_out():
-    members, memory = settled(["a", "b", "c"])
-    members = [*members, member("d")]
-    revoking = control.step(inputs(members), memory, now_ms=100)
+    members, revoking = joined()
     members = apply(revoking, members)
     handed = control.step(inputs(members), revoking.memory, now_ms=110)
     members = apply(handed, members)
     documents = {w.member: w for w in (*revoking.configmap_writes, *handed.configmap_writes)}
-    configmaps = {name: views.ConfigMapView("default", views.configmap_name(name), GROUP, name,
-                                            "1", codec.encode_assignment(doc))
-                  for name, doc in documents.items()}
+    configmaps = {name: configmap(doc) for name, doc in documents.items()}
     assert handed.status is not None
     persisted = state.encode(handed.status.state, owners=handed.status.owners)
     group = modelled.group(GROUP, SETTINGS, status={"state": persisted})
@@ -130,17 +135,12 @@ def test_a_restored_leader_reads_no_revocation_that_a_newer_document_hands_out()
 
 
 def test_a_restored_leader_reads_as_in_flight_only_the_revocations_the_status_lists():
-    members, memory = settled(["a", "b", "c"])
-    members = [*members, member("d")]
-    revoking = control.step(inputs(members), memory, now_ms=100)
+    members, revoking = joined()
     members = apply(revoking, members)
     handed = control.step(inputs(members), revoking.memory, now_ms=110)
     # Only the revoking documents survive (as if "d" departed and its ConfigMap went):
     # no newer document hands their work out, yet none of it is in flight.
-    configmaps = {w.member: views.ConfigMapView("default", views.configmap_name(w.member),
-                                                GROUP, w.member, "1",
-                                                codec.encode_assignment(w))
-                  for w in revoking.configmap_writes if w.revoked}
+    configmaps = {w.member: configmap(w) for w in revoking.configmap_writes if w.revoked}
     for step_, in_flight in ((revoking, True), (handed, False)):
         assert step_.status is not None
         persisted = state.encode(step_.status.state, owners=step_.status.owners)
