@@ -118,7 +118,7 @@ def test_skipping_the_spread_question_during_a_delay_changes_no_plan(policy, ops
 
 
 def a_round() -> holdings_stage.Round:
-    snapshot = model.Snapshot(connectors={}, members={})
+    snapshot = model.Snapshot(connectors=dict.fromkeys(CONNECTORS, 5), members={})
     return holdings_stage.Round(snapshot, model.PlanState(), 0, model.EMPTY,
                            assignor.Cache(persistent=False))
 
@@ -140,21 +140,6 @@ def test_counting_groups_once_a_round_counts_what_count_groups_counts(holdings, 
             names = [ids.task_connector(task) for task in tasks]
             doubled = Counter(names) if len(set(names)) < len(names) else None
             assert groups_stage.doubled(round_, tasks) == doubled
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    holdings=st.lists(st.frozensets(st.sampled_from(TASKS)), max_size=5),
-    groups=st.sets(st.sampled_from(CONNECTORS)),
-)
-def test_counting_the_configured_ids_of_the_wanted_connectors_counts_what_count_groups_counts(
-        holdings, groups):
-    # A round that knows every wanted connector's size reads only those connectors' ids.
-    snapshot = model.Snapshot(connectors=dict.fromkeys(CONNECTORS, 5), members={})
-    round_ = holdings_stage.Round(snapshot, model.PlanState(), 0, model.EMPTY,
-                                  assignor.Cache(persistent=False))
-    sets = {ids.WorkerId(f"m{i}"): tasks for i, tasks in enumerate(holdings)}
-    assert groups_stage.count_groups(round_, sets, groups) == balance.count_groups(sets, groups)
 
 
 def test_a_plan_hands_the_next_round_what_it_read_of_each_task_set():

@@ -25,18 +25,16 @@ def connectors(tasks: AbstractSet[str]) -> Connectors:
     return distinct if len(distinct) == len(names) else Counter(names)
 
 
-def doubled(r: Round, tasks: AbstractSet[str], held: Connectors | None = None) -> Doubled:
+def doubled(r: Round, tasks: AbstractSet[str]) -> Doubled:
     """How many tasks of each connector ``tasks`` has if it has two of one, else None.
 
-    ``held``: the set's ``connectors``, if known. Only the answer is kept, not the
-    parsed names.
+    Only the answer is kept (for a frozen set, by identity), not the parsed names.
     """
     if isinstance(tasks, frozenset):
         known = r.doubled_of.get(id(tasks))
         if known is not None:
             return known[1]
-    if held is None:
-        held = connectors(tasks)
+    held = connectors(tasks)
     result = held if isinstance(held, Counter) else None
     if isinstance(tasks, frozenset):
         r.doubled_of[id(tasks)] = (tasks, result)  # holding the set: ids stay unique
@@ -57,33 +55,19 @@ def doubled_within(r: Round, tasks: AbstractSet[str], whole: frozenset[str]) -> 
 def count_groups(
     r: Round, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
 ) -> dict[str, Counter[ids.WorkerId]]:
-    """``balance.count_groups(holdings, groups)``, from each set's ``connectors``."""
-    wanted = set(groups)
-    counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in wanted}
-    if not wanted:
-        return counts
+    """``balance.count_groups(holdings, groups)`` for drafts, reading only the wanted
+    connectors' ids: a draft holds configured tasks only (``contested.kept``), and a
+    connector's are its ``size`` ids (none, if it is not configured)."""
+    counts: dict[str, Counter[ids.WorkerId]] = {group: Counter() for group in groups}
     sizes = r.snapshot.connectors
-    if all(group in sizes for group in wanted):
-        # A draft holds configured tasks only (``contested.kept``): a wanted connector's
-        # are its ``size`` ids, and only those of a member's set are read.
-        named = {task for group in wanted for task in ids.task_ids(group, sizes[group])}
-        for member, tasks in holdings.items():
-            mine = named.intersection(tasks)
-            for name in ids.task_connectors(mine):
-                row = counts[name]
-                row[member] = row.get(member, 0) + 1  # no ``Counter.__missing__`` call
+    named = {task for group in counts for task in ids.task_ids(group, sizes.get(group, 0))}
+    if not named:
         return counts
-    # Each (group, member) is counted once: set, not added (no ``Counter.__missing__``).
     for member, tasks in holdings.items():
-        held = connectors(tasks)
-        doubled(r, tasks, held)
-        if isinstance(held, Counter):
-            for group, count in held.items():
-                if group in wanted:
-                    counts[group][member] = count
-        else:
-            for group in held.intersection(wanted):
-                counts[group][member] = 1
+        mine = named.intersection(tasks)
+        for name in ids.task_connectors(mine):
+            row = counts[name]
+            row[member] = row.get(member, 0) + 1  # no ``Counter.__missing__`` call
     return counts
 
 
