@@ -27,7 +27,7 @@ TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
 
 def pick_spread_tasks_plain(
     tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
-    epochs: Mapping[str, int] | None = None,
+    epochs: Mapping[str, int] | None = None, *, moved_first: bool = True,
 ) -> list[str]:
     """``balance.pick_spread_tasks`` with every connector in the heap from the start."""
     if count <= 0:
@@ -41,7 +41,10 @@ def pick_spread_tasks_plain(
     def top(name: str) -> int:
         return -max(epochs.get(task, 0) for task in by_connector[name]) if epochs else 0
 
-    heap = [(-len(by_connector[name]), top(name), seen[name], rank)
+    def key(size: int, top: int, picked: int, rank: int) -> tuple[int, int, int, int]:
+        return (size, top, picked, rank) if moved_first else (size, picked, top, rank)
+
+    heap = [key(-len(by_connector[name]), top(name), seen[name], rank)
             for rank, name in enumerate(names)]
     heapq.heapify(heap)
     numbers_of: dict[int, list[tuple[int, int]]] = {}
@@ -57,7 +60,7 @@ def pick_spread_tasks_plain(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+            heapq.heappush(heap, key(size + 1, -numbers[-1][0], seen[name], rank))
     return chosen
 
 
@@ -68,14 +71,17 @@ def pick_spread_tasks_plain(
     taken=st.dictionaries(st.sampled_from(CONNECTORS), st.integers(0, 3)),
     epochs=st.none() | st.dictionaries(st.sampled_from(TASKS), st.integers(0, 4)),
     members=st.integers(1, 3),
+    moved_first=st.booleans(),
 )
-def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, epochs, members):
+def test_pick_spread_tasks_picks_what_the_plain_heap_picks(tasks, count, taken, epochs, members,
+                                                          *, moved_first):
     # Several members in a row share ``taken``, as ``revocations.revoke`` does.
     shortcut, plain = Counter(taken), Counter(taken)
     for part in range(members):
         mine = tasks[part::members]
-        assert balance.pick_spread_tasks(mine, count, shortcut, epochs) == (
-            pick_spread_tasks_plain(mine, count, plain, epochs))
+        assert balance.pick_spread_tasks(mine, count, shortcut, epochs,
+                                         moved_first=moved_first) == (
+            pick_spread_tasks_plain(mine, count, plain, epochs, moved_first=moved_first))
         assert shortcut == plain
 
 

@@ -246,3 +246,37 @@ def test_the_spread_target_revokes_the_fewest_tasks_possible(counts, members, he
         for m, n in counter.items()
     )
     assert moves == _fewest_moves_by_search(current, counts, names)
+
+
+
+# -- a join's revocations ----------------------------------------------------------------------
+
+
+def test_members_giving_up_one_task_each_pick_different_connectors_outside_a_partial_roll():
+    """Ten members each run one task of ten connectors, and ``c9``'s tasks were handed out
+    most often. Nine give up one task each for a joiner, which can hold one task of each
+    connector: without a partial roll (``moved_first`` false) their picks go to nine
+    different connectors; during one, each gives back what moved most, ``c9``'s."""
+    from kooper.core import ids
+
+    held = {m: [ids.task_id(f"c{n}", m) for n in range(10)] for m in range(9)}
+    epochs = {ids.task_id("c9", m): 9 for m in range(10)}
+    for moved_first, expected in ((False, 9), (True, 1)):
+        taken = Counter[str]()
+        picks = [task for m in range(9) for task in balance.pick_spread_tasks(
+            held[m], 1, taken, epochs, moved_first=moved_first)]
+        assert len({balance.task_group(task) for task in picks}) == expected, picks
+        assert ids.task_id("c9", 0) in picks  # the first member gives up what moved most
+
+
+def test_the_work_a_roll_moved_goes_back_first_only_while_a_partition_holds_pods_back():
+    from kooper.core.assignor import rules
+
+    def snapshot(updated: set[str]) -> model.Snapshot:
+        group = {WorkerId(f"w{n}"): model.Member(WorkerId(f"w{n}")) for n in range(3)}
+        return model.Snapshot({"a": 3}, group, model.Settings(),
+                              updated=frozenset(WorkerId(m) for m in updated))
+
+    assert rules.moved_first(snapshot({"w2"}))  # w0 and w1 below the partition
+    assert not rules.moved_first(snapshot({"w0", "w1", "w2"}))  # the roll is over
+    assert not rules.moved_first(snapshot(set()))  # no revisions: no roll to undo

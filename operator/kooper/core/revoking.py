@@ -28,22 +28,29 @@ def pick_last(resources: Iterable[str], count: int,
 
 
 _Entry = tuple[int, int, int, int]
-"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, -top epoch, picked, rank)."""
+"""A connector in ``pick_spread_tasks``'s heap: (-tasks held, -top epoch, picked, rank),
+or (-tasks held, picked, -top epoch, rank) when the picks spread first."""
 
 
 def pick_spread_tasks(
     tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
-    epochs: Mapping[str, int] | None = None,
+    epochs: Mapping[str, int] | None = None, *, moved_first: bool = True,
 ) -> list[str]:
     """``count`` tasks to revoke, taken from the connectors this member holds most of.
 
     Revoking from the most-concentrated connector first makes every revocation
     also improve the spread of that connector's tasks over the group. Among connectors
-    held as much, the one fewest of whose tasks were already picked this round
-    (``taken``, updated) goes first: the members that receive them can then take them
-    without holding two of one connector. Within a connector, the task handed out
-    most often goes first (``epochs``: work that already moved moves again before
-    work that never did), then the highest number.
+    held as much, two orders (``rules.moved_first`` says which a round uses):
+
+    * ``moved_first``: the connector whose task was handed out most often (``epochs``:
+      work that already moved moves again before work that never did), then the one
+      fewest of whose tasks were already picked this round (``taken``, updated);
+    * else ``taken`` first, then the epochs: the members that receive the picks can
+      take them without holding two of one connector, so a join's revocations leave
+      the group spread and move nobody else.
+
+    Within a connector, the task handed out most often goes first, then the highest
+    number.
     """
     if count <= 0:
         return []
@@ -58,7 +65,7 @@ def pick_spread_tasks(
     # only once its size can come first.
     tiers = _tiers(names, by_connector)
     sizes = sorted(tiers, reverse=True)
-    heap = _single_tier(names, last, seen, epochs) if single and names else []
+    heap = _single_tier(names, last, seen, epochs, moved_first) if single and names else []
     seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
@@ -68,7 +75,8 @@ def pick_spread_tasks(
         while sizes and (not heap or sizes[0] >= -heap[0][0]):
             # Every connector not in the heap is at most this size: it may come first.
             size = sizes.pop(0)
-            tier = [(-size, _top(by_connector[name], epochs), seen_of(name, 0), rank)
+            tier = [_entry(-size, _top(by_connector[name], epochs), seen_of(name, 0), rank,
+                           moved_first)
                     for rank in tiers[size] for name in (names[rank],)]
             if heap:
                 for entry in tier:
@@ -87,8 +95,14 @@ def pick_spread_tasks(
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
-            heapq.heappush(heap, (size + 1, -numbers[-1][0], seen[name], rank))
+            heapq.heappush(heap, _entry(size + 1, -numbers[-1][0], seen[name], rank,
+                                        moved_first))
     return chosen
+
+
+def _entry(size: int, top: int, picked: int, rank: int, moved_first: bool) -> _Entry:
+    """A connector's key in the heap (``_Entry``)."""
+    return (size, top, picked, rank) if moved_first else (size, picked, top, rank)
 
 
 def _by_connector(tasks: Iterable[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -116,15 +130,16 @@ def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[
 
 
 def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[str],
-                 epochs: Mapping[str, int] | None) -> list[_Entry]:
+                 epochs: Mapping[str, int] | None, moved_first: bool) -> list[_Entry]:
     """The heap when every connector holds one task: one tier, its keys built without a
     Python call each."""
     tops: Iterable[int] = itertools.repeat(0)
     if epochs:
         tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
                                      itertools.repeat(0)))
-    heap = list(zip(itertools.repeat(-1), tops, map(seen.get, names, itertools.repeat(0)),
-                    range(len(names))))
+    picked = map(seen.get, names, itertools.repeat(0))
+    firsts, seconds = (tops, picked) if moved_first else (picked, tops)
+    heap = list(zip(itertools.repeat(-1), firsts, seconds, range(len(names))))
     heapq.heapify(heap)
     return heap
 

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from kooper.core import backoff, balance, ids, model
+from kooper.core.assignor import rules
 from kooper.core.assignor.contested import Kept
 from kooper.core.assignor.draft import Draft
 from kooper.core.assignor.holdings import Round
@@ -104,12 +105,13 @@ def revoke(r: Round, kept: Kept) -> tuple[frozenset[str], frozenset[str]]:
     epochs = r.previous.epochs if r.rules.least_moved else None
     spread = r.rules.spread
     taken = Counter[str]()
+    moved_first = rules.moved_first(r.snapshot)
 
     def pick_last(resources: Iterable[str], count: int) -> list[str]:
         return balance.pick_last(resources, count, epochs)
 
     def pick_spread(tasks: Iterable[str], count: int) -> list[str]:
-        return balance.pick_spread_tasks(tasks, count, taken, epochs)
+        return balance.pick_spread_tasks(tasks, count, taken, epochs, moved_first=moved_first)
 
     freed: list[frozenset[str]] = []
     for draft, total, is_tasks in kinds(r, kept):

@@ -32,7 +32,8 @@ class Rules:
     spread: bool
     """A connector's tasks are spread over the members (``assignor.spread``)."""
     least_moved: bool
-    """Balancing revokes what was handed out most often first; else Kafka's order."""
+    """Balancing revokes what was handed out most often first (as ``moved_first`` says);
+    else Kafka's order."""
     lost_as_one_pool: bool
     """Released lost work is placed over connectors and tasks as one pool (KIP-415's
     tables); else each kind on its own."""
@@ -99,3 +100,18 @@ def receivers(snapshot: model.Snapshot, rules: Rules) -> frozenset[ids.WorkerId]
         return updated
     others = frozenset(m for m in live if m not in outdated)
     return others or frozenset(live)
+
+
+def moved_first(snapshot: model.Snapshot) -> bool:
+    """Whether a member's balancing revocations go by epochs before spreading the picks.
+
+    While the members span two revisions (some on the update revision, others left on
+    the old one by a StatefulSet's ``partition``), the work a roll moved goes back
+    first: each member gives up what was handed out most often, so a pod the roll
+    leaves alone gives back what it was handed and keeps its own. Otherwise a member
+    gives up first tasks of the connectors fewest others give up this round: a join's
+    revocations then go to the joiner without two tasks of one connector, the group
+    stays spread and nobody else moves (``revoking.pick_spread_tasks``).
+    """
+    updated = snapshot.updated
+    return bool(updated) and any(member not in updated for member in snapshot.members)
