@@ -64,8 +64,8 @@ def documented(members: Mapping[ids.WorkerId, model.Member],
 
 def false(members: Mapping[ids.WorkerId, model.Member], *,
           assigned: Mapping[ids.WorkerId, model.ConnectorsAndTasks],
-          assigned_at: Mapping[ids.WorkerId, int], configured: model.ConnectorsAndTasks
-          ) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
+          assigned_at: Mapping[ids.WorkerId, int], configured: model.ConnectorsAndTasks,
+          caches: Caches | None = None) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
     """Configured resources members claim beyond the latest document they acknowledge.
 
     An SDK worker reports a generation only once it stopped everything that document
@@ -73,6 +73,7 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
     the member's latest document that claims more is false, whatever it was given
     before; waiting for it to be let go would wait forever.
     """
+    seen = caches.untrue if caches is not None else {}
     result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member_id, member in members.items():
         at = assigned_at.get(member_id)
@@ -80,12 +81,22 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
         if at is None or mine is None or member.generation < at:
             continue
         owned = member.owned
-        if owned is mine or (owned.connectors <= mine.connectors
-                             and owned.tasks <= mine.tasks):
+        if owned is mine:
             continue
-        extra = owned.difference(mine).intersection(configured)
+        cached = seen.get(member_id)
+        if cached is not None and cached[0] is owned and cached[1] is mine \
+                and cached[2] is configured:
+            extra = cached[3]  # The same report and document as last round: no set walk.
+        else:
+            extra = model.EMPTY if (owned.connectors <= mine.connectors
+                                    and owned.tasks <= mine.tasks) else (
+                owned.difference(mine).intersection(configured))
+            seen[member_id] = (owned, mine, configured, extra)
         if extra:
             result[member_id] = extra
+    if len(seen) > len(members):
+        for member_id in seen.keys() - members.keys():
+            del seen[member_id]
     return result
 
 

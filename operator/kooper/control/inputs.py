@@ -261,6 +261,11 @@ class Caches:
                                               tuple[str, model.ConnectorsAndTasks] | None,
                                               model.ConnectorsAndTasks,
                                               model.ConnectorsAndTasks]] = {}
+        self.untrue: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, model.ConnectorsAndTasks,
+                                              model.ConnectorsAndTasks,
+                                              model.ConnectorsAndTasks]] = {}
+        """``claims.false``: per member, (reported, document, configured, what it claims
+        beyond the document)."""
         self.members = snapshot.Memo()
         self.connectors: tuple[Sequence[views.ConnectorView], Wanted] | None = None
 

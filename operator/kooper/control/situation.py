@@ -46,7 +46,8 @@ def situation(inputs: Inputs, memory: Memory, seen: Observation, *, now_ms: int,
     unknown = claims.unknown(found.members, given=memory.persisted.given, configured=configured,
                              caches=caches)
     untrue = claims.false(found.members, assigned=previous.assignments,
-                          assigned_at=previous.assigned_at, configured=configured)
+                          assigned_at=previous.assigned_at, configured=configured,
+                          caches=caches)
     seen_members, foreign = claims.foreign(
         claims.merged(unknown, untrue) if untrue else unknown, members=found.members,
         previous=previous, documented=claims.documented(
