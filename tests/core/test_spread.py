@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from unittest import mock
 
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 from tests.core.test_assignor_properties import NAMES, Group, check_balanced, check_complete
 from tests.core.test_kafka_cases import KOOPER, Cluster, tasks
 
-from kooper.core import balance, model
+from kooper.core import balance, model, spread
 from kooper.core.ids import WorkerId
 
 
@@ -280,3 +281,20 @@ def test_the_work_a_roll_moved_goes_back_first_only_while_a_partition_holds_pods
     assert rules.moved_first(snapshot({"w2"}))  # w0 and w1 below the partition
     assert not rules.moved_first(snapshot({"w0", "w1", "w2"}))  # the roll is over
     assert not rules.moved_first(snapshot(set()))  # no revisions: no roll to undo
+
+
+# -- big groups: the target from the current holdings (spread_paths) ---------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.dictionaries(st.sampled_from(["A", "B", "C", "D", "E"]), st.integers(0, 12),
+                           min_size=1),
+    members=st.integers(1, 7),
+    held=st.lists(st.integers(0, 6), max_size=60),
+)
+def test_the_big_groups_target_is_balanced_and_spread_from_any_holdings(counts, members, held):
+    with mock.patch.object(spread, "_FLOW_BUDGET", 0):  # every group counts as big
+        test_the_spread_target_is_balanced_and_spread_from_any_holdings.hypothesis.inner_test(
+            counts, members, held)
+

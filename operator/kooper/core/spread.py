@@ -6,14 +6,15 @@ within one; ``quotas.spread_ok``). Placement alone cannot keep that: a connector
 created in the round a member joins finds every other member full, and the newcomer
 takes all of it (KAFKA-17049). ``spread_target`` computes an assignment shape that is
 both count-balanced and spread, as close to the current holdings as its search finds
-(``spread_search``); the assignor moves towards it only when the group is not spread.
+(``spread_search``: exact for small groups; ``spread_paths`` from the holdings for big
+ones); the assignor moves towards it only when the group is not spread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from kooper.core import ids, spread_search
+from kooper.core import ids, spread_paths, spread_search
 from kooper.core.spread_search import Shape
 
 _FLOW_BUDGET = 4_000_000
@@ -35,12 +36,14 @@ def spread_target(
     go one per member, and each member takes ``R // k`` or ``R // k + 1`` of all ``R``
     remainders, so task counts also end within one of each other.
 
-    Which members take which remainders is Ryser's construction of a 0-1 matrix with
-    given row and column sums: connectors, largest remainder first, pick the members
-    with the most remainders still to take. That greedy never gets stuck; among members
-    it ranks equal it prefers those already holding the extra task (fewer moves), so a
-    member whose holding is already right keeps it whenever the construction allows.
-    Members with no entry in a connector's result hold none of it.
+    Which members take which remainders: the exact search (a minimum-cost flow) when
+    ``connectors x members x remainders`` is within ``_FLOW_BUDGET``; above it,
+    ``spread_paths.from_holdings`` (the holdings kept, the rest placed along shortest
+    exchange paths), improved by ``spread_search.improve``'s exchanges. Should that
+    find no path, Ryser's construction of a 0-1 matrix with given row and column sums
+    (connectors, largest remainder first, to the members with the most remainders still
+    to take; it never gets stuck) is the start instead. Members with no entry in a
+    connector's result hold none of it.
 
     ``moved(group, member, floor)``: the epoch of the task ``member`` gives up if it
     keeps ``floor`` of ``group`` instead of one more. Among targets that keep the most
@@ -53,17 +56,24 @@ def spread_target(
     shape = {group: divmod(size, k) for group, size in sizes.items() if size > 0}
     remainders = sum(extra for _, extra in shape.values())
     base, extra_members = divmod(remainders, k)
-    demand = _demand(shape, counts, members, loads, (base, extra_members))
-    target = _greedy(shape, counts, members, demand)
     rows = [g for g in sorted(shape) if shape[g][1]]
+    best: Mapping[str, set[ids.WorkerId]] | None
     if len(rows) * k * remainders <= _FLOW_BUDGET:
         best = spread_search.fewest_moves(rows, shape, counts, members,
                                           demands=(base, extra_members), moved=moved)
     else:
-        best = spread_search.improve(target, shape, counts, members)
-    for group, chosen in best.items():
-        target[group] = spread_search.row(shape[group][0], chosen, members)
-    return target
+        start = spread_paths.from_holdings(shape, counts, members,
+                                           demands=(base, extra_members), moved=moved)
+        if start is None:
+            demand = _demand(shape, counts, members, loads, (base, extra_members))
+            rows_from = _greedy(shape, counts, members, demand)
+        else:
+            rows_from = {group: spread_search.row(shape[group][0], chosen, members)
+                         for group, chosen in start.items()}
+        best = spread_search.improve(rows_from, shape, counts, members)
+    # (In the greedy's order, largest remainder first, as the rows always came.)
+    return {group: spread_search.row(shape[group][0], best.get(group, set()), members)
+            for group in sorted(shape, key=lambda g: (-shape[g][1], g))}
 
 
 def _demand(

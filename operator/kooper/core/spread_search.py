@@ -3,7 +3,8 @@
 ``spread.spread_target`` fixes how many remainders each connector hands out and each
 member takes; the search here chooses who takes which. ``fewest_moves`` is exact (a
 minimum-cost flow); above ``spread._FLOW_BUDGET`` ``improve`` exchanges remainders
-between members from the greedy's answer instead. Both answer, per connector, the set
+between members from ``spread_paths.from_holdings``'s answer (or the greedy's) instead.
+Both answer, per connector, the set
 of members holding ``n // k + 1`` of its tasks; ``row`` turns that into a target row.
 """
 
