@@ -56,16 +56,18 @@ def pick_spread_tasks(
         return []
     last, by_connector = _by_connector(tasks)
     single = not by_connector
+    seen = taken if taken is not None else Counter[str]()
+    if single:
+        return _pick_singles(last, count, seen, epochs, moved_first)
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
     # first to the connector whose task was handed out most often.
     names = sorted(last, reverse=True)
-    seen = taken if taken is not None else Counter[str]()
     # The heap orders by size first, so a connector enters it (and its epochs are read)
     # only once its size can come first.
     tiers = _tiers(names, by_connector)
     sizes = sorted(tiers, reverse=True)
-    heap = _single_tier(names, last, seen, epochs, moved_first) if single and names else []
+    heap: list[_Entry] = []
     seen_of = seen.get
     # Task numbers are parsed and sorted only for the connectors picked from: a
     # member usually gives up one or two tasks out of a hundred.
@@ -90,8 +92,7 @@ def pick_spread_tasks(
         name = names[rank]
         numbers = numbers_of.get(rank)
         if numbers is None:
-            group = [last[name]] if single else by_connector[name]
-            numbers = numbers_of[rank] = _numbered(group, epochs)
+            numbers = numbers_of[rank] = _numbered(by_connector[name], epochs)
         chosen.append(ids.task_id(name, numbers.pop()[1]))
         seen[name] += 1
         if numbers:
@@ -129,19 +130,22 @@ def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[
     return tiers
 
 
-def _single_tier(names: Sequence[str], last: Mapping[str, str], seen: Counter[str],
-                 epochs: Mapping[str, int] | None, moved_first: bool) -> list[_Entry]:
-    """The heap when every connector holds one task: one tier, its keys built without a
-    Python call each."""
-    tops: Iterable[int] = itertools.repeat(0)
-    if epochs:
-        tops = map(operator.neg, map(epochs.get, map(last.__getitem__, names),
-                                     itertools.repeat(0)))
-    picked = map(seen.get, names, itertools.repeat(0))
-    firsts, seconds = (tops, picked) if moved_first else (picked, tops)
-    heap = list(zip(itertools.repeat(-1), firsts, seconds, range(len(names))))
-    heapq.heapify(heap)
-    return heap
+def _pick_singles(last: Mapping[str, str], count: int, seen: Counter[str],
+                  epochs: Mapping[str, int] | None, moved_first: bool) -> list[str]:
+    """``pick_spread_tasks`` when every connector holds one task (``last``): the picks
+    are the ``count`` smallest keys at once, since a picked connector has nothing left
+    and no other key changes. The keys are negated and the largest taken, so that ties
+    go to the connector that sorts last without sorting the names."""
+    names = list(last)
+    zero = itertools.repeat(0)
+    tops: Iterable[int] = map(epochs.get, map(last.__getitem__, names), zero) if epochs \
+        else zero
+    fewest = map(operator.neg, map(seen.get, names, zero))
+    firsts, seconds = (tops, fewest) if moved_first else (fewest, tops)
+    best = heapq.nlargest(count, zip(firsts, seconds, names, strict=False))
+    for *_, name in best:
+        seen[name] += 1
+    return [last[name] for *_, name in best]
 
 
 def _top(tasks: list[str], epochs: Mapping[str, int] | None) -> int:
