@@ -12,6 +12,7 @@ import itertools
 from collections import Counter
 from unittest import mock
 
+import pytest
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 from tests.core.test_assignor_properties import NAMES, Group, check_balanced, check_complete
@@ -167,6 +168,8 @@ def test_every_history_quiesces_balanced_and_spread_and_then_plans_no_moves(ops)
     assert {wid: part.assigned for wid, part in again.members.items()} == assigned
 
 
+# The exact search, and with every group counted as big ``spread_paths.from_holdings``.
+@pytest.mark.parametrize("budget", [spread._FLOW_BUDGET, 0], ids=["exact", "from-holdings"])
 @settings(max_examples=200, deadline=None)
 @given(
     counts=st.dictionaries(st.sampled_from(["A", "B", "C", "D", "E"]), st.integers(0, 12),
@@ -174,7 +177,8 @@ def test_every_history_quiesces_balanced_and_spread_and_then_plans_no_moves(ops)
     members=st.integers(1, 7),
     held=st.lists(st.integers(0, 6), max_size=60),
 )
-def test_the_spread_target_is_balanced_and_spread_from_any_holdings(counts, members, held):
+def test_the_spread_target_is_balanced_and_spread_from_any_holdings(budget, counts, members,
+                                                                     held):
     names = [WorkerId(f"w{i}") for i in range(members)]
     current: dict[str, Counter[WorkerId]] = {}
     for index, owner in enumerate(held):
@@ -183,7 +187,8 @@ def test_the_spread_target_is_balanced_and_spread_from_any_holdings(counts, memb
     loads = Counter[WorkerId]()
     for counter in current.values():
         loads.update(counter)
-    target = balance.spread_target(current, counts, names, loads)
+    with mock.patch.object(spread, "_FLOW_BUDGET", budget):
+        target = balance.spread_target(current, counts, names, loads)
     totals = Counter[WorkerId]()
     for group, size in counts.items():
         row = target.get(group, {})
@@ -281,20 +286,4 @@ def test_the_work_a_roll_moved_goes_back_first_only_while_a_partition_holds_pods
     assert rules.moved_first(snapshot({"w2"}))  # w0 and w1 below the partition
     assert not rules.moved_first(snapshot({"w0", "w1", "w2"}))  # the roll is over
     assert not rules.moved_first(snapshot(set()))  # no revisions: no roll to undo
-
-
-# -- big groups: the target from the current holdings (spread_paths) ---------------------------
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    counts=st.dictionaries(st.sampled_from(["A", "B", "C", "D", "E"]), st.integers(0, 12),
-                           min_size=1),
-    members=st.integers(1, 7),
-    held=st.lists(st.integers(0, 6), max_size=60),
-)
-def test_the_big_groups_target_is_balanced_and_spread_from_any_holdings(counts, members, held):
-    with mock.patch.object(spread, "_FLOW_BUDGET", 0):  # every group counts as big
-        test_the_spread_target_is_balanced_and_spread_from_any_holdings.hypothesis.inner_test(
-            counts, members, held)
 
