@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from tests.core.test_assignor_properties import NAMES, Group, check_balanced, check_complete
 from tests.core.test_kafka_cases import KOOPER, Cluster, tasks
 
-from kooper.core import balance, model, spread
+from kooper.core import balance, model
+from kooper.core.balance import target as balance_target
 from kooper.core.ids import WorkerId
 
 
@@ -168,8 +169,8 @@ def test_every_history_quiesces_balanced_and_spread_and_then_plans_no_moves(ops)
     assert {wid: part.assigned for wid, part in again.members.items()} == assigned
 
 
-# The exact search, and with every group counted as big ``spread_paths.from_holdings``.
-@pytest.mark.parametrize("budget", [spread._FLOW_BUDGET, 0], ids=["exact", "from-holdings"])
+# The exact search, and with every group counted as big ``balance.paths.from_holdings``.
+@pytest.mark.parametrize("budget", [balance_target._FLOW_BUDGET, 0], ids=["exact", "from-holdings"])
 @settings(max_examples=200, deadline=None)
 @given(
     counts=st.dictionaries(st.sampled_from(["A", "B", "C", "D", "E"]), st.integers(0, 12),
@@ -187,7 +188,7 @@ def test_the_spread_target_is_balanced_and_spread_from_any_holdings(budget, coun
     loads = Counter[WorkerId]()
     for counter in current.values():
         loads.update(counter)
-    with mock.patch.object(spread, "_FLOW_BUDGET", budget):
+    with mock.patch.object(balance_target, "_FLOW_BUDGET", budget):
         target = balance.spread_target(current, counts, names, loads)
     totals = Counter[WorkerId]()
     for group, size in counts.items():

@@ -1,15 +1,15 @@
 """A big group's departures: the departed member's tasks go to the members short of
-work, and nobody else moves (``spread_paths``: the spread target from the holdings).
+work, and nobody else moves (``balance.paths``: the spread target from the holdings).
 
 60 members x 60 connectors of 100 tasks is past the exact search's budget
-(``spread._FLOW_BUDGET``), so each departure's target comes from ``from_holdings``.
+(``balance.target._FLOW_BUDGET``), so each departure's target comes from ``from_holdings``.
 Before it, the greedy matrix with exchanges moved 1.5-2.5 documents' worth per member
 whose work changed (``benchmarks/bench_join_writes.py --members 60 --tasks 6000``).
 """
 
 from __future__ import annotations
 
-from kooper.core import spread
+from kooper.core.balance import target
 from kooper.protocol import messages
 from kooper.sim import runner
 from kooper.sim import scenarios as S
@@ -20,7 +20,7 @@ WINDOW_MS = 30_000
 def test_scale_downs_of_a_big_group_move_little_more_than_the_departed_work(monkeypatch):
     pods, connectors, departures = 60, 60, 8
     for k in range(pods - departures, pods):  # rows x members x remainders, every round
-        assert connectors * k * connectors * (100 % k) > spread._FLOW_BUDGET
+        assert connectors * k * connectors * (100 % k) > target._FLOW_BUDGET
     written: list[tuple[int, messages.Assignment | None, messages.Assignment]] = []
     write = runner.Sim._write
 

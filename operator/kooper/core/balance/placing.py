@@ -10,7 +10,8 @@ import heapq
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
-from kooper.core import ids, quotas
+from kooper.core import ids
+from kooper.core.balance import quotas
 
 GroupKey = Callable[[str], str]
 """Maps a resource to its spreading group (a task's connector), or to ``""``: no spreading."""

@@ -1,9 +1,9 @@
 """Which members take each connector's remainder task, keeping the most tasks in place.
 
-``spread.spread_target`` fixes how many remainders each connector hands out and each
+``target.spread_target`` fixes how many remainders each connector hands out and each
 member takes; the search here chooses who takes which. ``fewest_moves`` is exact (a
-minimum-cost flow); above ``spread._FLOW_BUDGET`` ``improve`` exchanges remainders
-between members from ``spread_paths.from_holdings``'s answer (or the greedy's) instead.
+minimum-cost flow); above ``target._FLOW_BUDGET`` ``improve`` exchanges remainders
+between members from ``paths.from_holdings``'s answer (or the greedy's) instead.
 Both answer, per connector, the set
 of members holding ``n // k + 1`` of its tasks; ``row`` turns that into a target row.
 """

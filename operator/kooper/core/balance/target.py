@@ -6,16 +6,17 @@ within one; ``quotas.spread_ok``). Placement alone cannot keep that: a connector
 created in the round a member joins finds every other member full, and the newcomer
 takes all of it (KAFKA-17049). ``spread_target`` computes an assignment shape that is
 both count-balanced and spread, as close to the current holdings as its search finds
-(``spread_search``: exact for small groups; ``spread_paths`` from the holdings for big
-ones); the assignor moves towards it only when the group is not spread.
+(``search``: exact for small groups; ``paths`` from the holdings for big ones); the
+assignor moves towards it only when the group is not spread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from kooper.core import ids, spread_paths, spread_search
-from kooper.core.spread_search import Shape
+from kooper.core import ids
+from kooper.core.balance import paths, search
+from kooper.core.balance.search import Shape
 
 _FLOW_BUDGET = 4_000_000
 """Above this (connectors × members × remainders) the exact search gives way to swaps."""
@@ -38,8 +39,8 @@ def spread_target(
 
     Which members take which remainders: the exact search (a minimum-cost flow) when
     ``connectors x members x remainders`` is within ``_FLOW_BUDGET``; above it,
-    ``spread_paths.from_holdings`` (the holdings kept, the rest placed along shortest
-    exchange paths), improved by ``spread_search.improve``'s exchanges. Should that
+    ``paths.from_holdings`` (the holdings kept, the rest placed along shortest
+    exchange paths), improved by ``search.improve``'s exchanges. Should that
     find no path, Ryser's construction of a 0-1 matrix with given row and column sums
     (connectors, largest remainder first, to the members with the most remainders still
     to take; it never gets stuck) is the start instead. Members with no entry in a
@@ -59,20 +60,20 @@ def spread_target(
     rows = [g for g in sorted(shape) if shape[g][1]]
     best: Mapping[str, set[ids.WorkerId]] | None
     if len(rows) * k * remainders <= _FLOW_BUDGET:
-        best = spread_search.fewest_moves(rows, shape, counts, members,
+        best = search.fewest_moves(rows, shape, counts, members,
                                           demands=(base, extra_members), moved=moved)
     else:
-        start = spread_paths.from_holdings(shape, counts, members,
+        start = paths.from_holdings(shape, counts, members,
                                            demands=(base, extra_members), moved=moved)
         if start is None:
             demand = _demand(shape, counts, members, loads, (base, extra_members))
             rows_from = _greedy(shape, counts, members, demand)
         else:
-            rows_from = {group: spread_search.row(shape[group][0], chosen, members)
+            rows_from = {group: search.row(shape[group][0], chosen, members)
                          for group, chosen in start.items()}
-        best = spread_search.improve(rows_from, shape, counts, members)
+        best = search.improve(rows_from, shape, counts, members)
     # (In the greedy's order, largest remainder first, as the rows always came.)
-    return {group: spread_search.row(shape[group][0], best.get(group, set()), members)
+    return {group: search.row(shape[group][0], best.get(group, set()), members)
             for group in sorted(shape, key=lambda g: (-shape[g][1], g))}
 
 

@@ -5,7 +5,7 @@
 heaviest members at ``hi`` (fewest moves); allocation (``placing``) hands the ``hi``
 slots out lazily, so the spreading rule can choose who gets them. A connector's
 tasks are *spread* when every member holds ``n // k`` or ``n // k + 1`` of its
-``n`` tasks (``spread_ok``; ``spread.spread_target`` builds such a shape).
+``n`` tasks (``spread_ok``; ``target.spread_target`` builds such a shape).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which members take each connector's remainder, for groups too big for the exact search.
 
-``spread_search.fewest_moves`` is a minimum-cost flow from scratch; at 1,000 members x
-1,000 connectors it cannot run every round, and ``spread_search.improve`` from a greedy
+``search.fewest_moves`` is a minimum-cost flow from scratch; at 1,000 members x
+1,000 connectors it cannot run every round, and ``search.improve`` from a greedy
 matrix moves hundreds of tasks where a departure needs a hundred or two. ``from_holdings``
 starts where the group is instead: each member keeps the extra tasks it holds, as far as
 its share of the remainders allows, and each remainder left over (a departed member's,
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from kooper.core import ids
-from kooper.core.spread_search import Shape
+from kooper.core.balance.search import Shape
 
 Moved = Callable[[str, ids.WorkerId, int], int]
 """``moved(group, member, floor)``: the epoch of the task ``member`` hands on."""
@@ -31,7 +31,7 @@ def from_holdings(
     demands: tuple[int, int],
     moved: Moved | None = None,
 ) -> dict[str, set[ids.WorkerId]] | None:
-    """Per connector, the members given its remainder (``spread_search``'s answer shape):
+    """Per connector, the members given its remainder (``search``'s answer shape):
     ``base`` remainders each, one more for ``extra_members`` members (``demands``).
     Among a member's remainders it hands on the task handed out most often first
     (``moved``). None if some remainder finds no path (the caller falls back)."""

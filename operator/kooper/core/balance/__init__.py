@@ -7,23 +7,30 @@ members before any member gets a second one (the defect KAFKA-17049 reports);
 under ``kip415`` each kind is balanced on its own too (Kafka's current assignor), and
 only lost work is placed over connectors and tasks as one pool, as the KIP's tables do.
 
-This module is the one name the assignor imports; the functions live in modules named
-for what they hold:
+This package's face is the one name the assignor imports; the functions live in its
+modules, named for what they hold:
 
 * ``quotas``: how many each member should hold (``targets``), how many it gives up
   (``revocation_counts``), per-connector counts (``count_groups``, ``spread_ok``);
 * ``revoking``: which resources a member gives up (``pick_last``, ``pick_spread_tasks``);
 * ``placing``: where free work goes (``allocate``);
-* ``spread``: a shape both balanced and spread (``spread_target``), whose remainders
-  ``spread_search`` places keeping the most tasks where they are.
+* ``target``: a shape both balanced and spread (``spread_target``), whose remainders
+  ``search`` places keeping the most tasks where they are (exactly, for small groups)
+  and ``paths`` from the current holdings (for big ones).
 """
 
 from __future__ import annotations
 
-from kooper.core.placing import GroupKey, allocate
-from kooper.core.quotas import count_groups, revocation_counts, spread_ok, targets, task_group
-from kooper.core.revoking import pick_last, pick_spread_tasks
-from kooper.core.spread import spread_target
+from kooper.core.balance.placing import GroupKey, allocate
+from kooper.core.balance.quotas import (
+    count_groups,
+    revocation_counts,
+    spread_ok,
+    targets,
+    task_group,
+)
+from kooper.core.balance.revoking import pick_last, pick_spread_tasks
+from kooper.core.balance.target import spread_target
 
 __all__ = [
     "GroupKey",
