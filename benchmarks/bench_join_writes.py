@@ -2,7 +2,7 @@
 (departures, then joins) with every document classified.
 
     .venv/bin/python benchmarks/bench_join_writes.py [--members 300] [--tasks 30000]
-        [--departures 20] [--joins 10]
+        [--departures 20] [--joins 10] [--base COMMIT]
 
 ``--members`` pods, ``--tasks / 100`` connectors of 100 tasks, no rebalance delay; each
 departure (a scale-down by one) and each join (a scale-up by one) gets 30 s of simulated
@@ -11,14 +11,19 @@ to last document of the window), their ratio (issue 23's target for a join: <= 1
 generations written, the most documents one member got, and each write by what it tells
 the member compared with its previous document (it receives work / a new revocation /
 its assignment only shrinks / only its revoked set changed / nothing of that).
+``--base COMMIT``: the same sequence on that commit's ``operator/`` and on this tree's,
+one after the other in this run, as one table of documents per changed member.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
+import pathlib
 import sys
 
+import trees
 from kooper.core import model
 from kooper.protocol import messages
 from kooper.sim import runner, scenarios
@@ -42,6 +47,26 @@ def kind_of(previous: messages.Assignment | None, now: messages.Assignment) -> s
     return "nothing of that"
 
 
+def side_by_side(base: str, arguments: list[str]) -> int:
+    """Run this script on ``base``'s operator and on this tree's; one table of both."""
+    script = str(pathlib.Path(__file__).resolve())
+    found: dict[str, list[dict[str, object]]] = {}
+    with trees.older(base) as older:
+        for name, tree in ((base, older), (trees.head(), trees.ROOT)):
+            out = trees.run(tree, [script, *arguments, "--json"], echo=False)
+            found[name] = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    (old, old_rows), (new, new_rows) = found.items()
+    print(f"bench_join_writes.py {' '.join(arguments)}; base {old}, this {new} (working tree)\n")
+    print(f"| disruption | {old}: documents / changed | ratio | generations "
+          f"| {new}: documents / changed | ratio | generations |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for a, b in zip(old_rows, new_rows, strict=True):
+        cells = [f"{r['documents']} / {r['changed']} | {r['ratio']:.2f} | {r['generations']}"
+                 for r in (a, b)]
+        print(f"| {a['disruption']} | {cells[0]} | {cells[1]} |")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--members", type=int, default=300)
@@ -49,7 +74,13 @@ def main() -> int:
     parser.add_argument("--departures", type=int, default=20)
     parser.add_argument("--joins", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--base", help="also run COMMIT's operator, side by side")
+    parser.add_argument("--json", action="store_true", help="one JSON row per disruption")
     options = parser.parse_args()
+    if options.base:
+        arguments = [a for a in sys.argv[1:] if a not in (options.base, "--base")
+                     and not a.startswith("--base=")]
+        return side_by_side(options.base, arguments)
     steps = [S.Step(S.Action.SCALE_DOWN, count=1, delay_ms=WINDOW_MS)
              for _ in range(options.departures)]
     steps += [S.Step(S.Action.SCALE_UP, count=1, delay_ms=WINDOW_MS)
@@ -87,9 +118,14 @@ def main() -> int:
         changed = sum(1 for member, now in last.items() if now != first[member])
         label = ("departure" if index < options.departures else "join") + f" {index + 1}"
         told = ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+        generations = len({row[3].generation for row in window})
+        if options.json:
+            print(json.dumps({"disruption": label, "documents": len(window), "changed": changed,
+                              "ratio": len(window) / max(1, changed),
+                              "generations": generations}), flush=True)
+            continue
         print(f"| {label} | {len(window)} | {changed} | {len(window) / max(1, changed):.2f} | "
-              f"{len({row[3].generation for row in window})} | {max(per.values(), default=0)} "
-              f"| {told} |", flush=True)
+              f"{generations} | {max(per.values(), default=0)} | {told} |", flush=True)
     return 0
 
 

@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench_rollout.py",
     "bench_grace.py",
     "bench_operator.py",
+    "bench_join_writes.py",
     "bench_memory.py",
     "bench_analytics.py",
     "bench_kind.py",
