@@ -186,32 +186,38 @@ def improve(
     for chosen in extras.values():
         total.update(chosen)
     low = min((total.get(m, 0) for m in members), default=0)
+    order = sorted(extras)
     improved = True
     while improved and budget > 0:
-        improved, budget = _exchange(extras, wants, total, low, budget)
+        improved, budget = _exchange(order, extras, wants, total, (low, budget))
     return extras
 
 
 def _exchange(
+    order: Sequence[str],
     extras: dict[str, set[ids.WorkerId]],
     wants: Mapping[str, set[ids.WorkerId]],
     total: Counter[ids.WorkerId],
-    low: int,
-    budget: int,
+    limits: tuple[int, int],
 ) -> tuple[bool, int]:
     """Make the first exchange that keeps one more task in place (``extras`` and ``total``
-    updated); whether there was one, and ``budget`` less the pairs tried."""
-    for group in sorted(extras):
+    updated, connectors tried in ``order``); whether there was one, and the budget
+    (``limits``: the lowest remainder total, the pairs that may still be tried) less
+    the pairs tried. None is made once the budget is spent."""
+    low, budget = limits
+    for group in order:
         chosen = extras[group]
         for newcomer in sorted(wants[group] - chosen):
             for leaver in sorted(chosen - wants[group]):
+                if budget <= 0:
+                    return False, budget
                 budget -= 1
                 if total[newcomer] == low and total[leaver] == low + 1:
                     # A direct trade: they swap remainder totals too.
                     total[newcomer] += 1
                     total[leaver] -= 1
                 else:
-                    via = _via(extras, wants, newcomer, leaver)
+                    via = _via(order, extras, wants, (newcomer, leaver))
                     if via is None:
                         continue
                     extras[via].discard(newcomer)
@@ -223,16 +229,17 @@ def _exchange(
 
 
 def _via(
+    order: Sequence[str],
     extras: Mapping[str, set[ids.WorkerId]],
     wants: Mapping[str, set[ids.WorkerId]],
-    newcomer: ids.WorkerId,
-    leaver: ids.WorkerId,
+    pair: tuple[ids.WorkerId, ids.WorkerId],
 ) -> str | None:
-    """A second connector whose remainder can go the other way round: from ``newcomer``,
-    which does not hold its extra task, to ``leaver``."""
+    """A second connector whose remainder can go the other way round: from the newcomer
+    of ``pair``, which does not hold its extra task, to its leaver."""
+    newcomer, leaver = pair
     return next(
         (
-            other for other in sorted(extras)
+            other for other in order
             if newcomer in extras[other]
             and leaver not in extras[other]
             and newcomer not in wants[other]
