@@ -19,7 +19,11 @@ from kooper.core.balance import paths, search
 from kooper.core.balance.search import Shape
 
 _FLOW_BUDGET = 4_000_000
-"""Above this (connectors × members × remainders) the exact search gives way to swaps."""
+"""Above this (connectors × members × remainders) the exact search gives way to
+``paths.from_holdings`` and ``search.improve``'s exchanges."""
+_POLISH_BUDGET = 1_000
+"""The pairs ``search.improve`` tries after ``paths.from_holdings`` (10,000 after the
+greedy, which starts further away)."""
 
 
 def spread_target(
@@ -61,17 +65,19 @@ def spread_target(
     best: Mapping[str, set[ids.WorkerId]] | None
     if len(rows) * k * remainders <= _FLOW_BUDGET:
         best = search.fewest_moves(rows, shape, counts, members,
-                                          demands=(base, extra_members), moved=moved)
+                                   demands=(base, extra_members), moved=moved)
     else:
         start = paths.from_holdings(shape, counts, members,
-                                           demands=(base, extra_members), moved=moved)
+                                    demands=(base, extra_members), moved=moved)
         if start is None:
             demand = _demand(shape, counts, members, loads, (base, extra_members))
-            rows_from = _greedy(shape, counts, members, demand)
+            best = search.improve(_greedy(shape, counts, members, demand), shape, counts,
+                                  members)
         else:
-            rows_from = {group: search.row(shape[group][0], chosen, members)
-                         for group, chosen in start.items()}
-        best = search.improve(rows_from, shape, counts, members)
+            # A few exchanges polish what the paths found (their start is close already).
+            best = search.improve({group: search.row(shape[group][0], chosen, members)
+                                   for group, chosen in start.items()}, shape, counts,
+                                  members, budget=_POLISH_BUDGET)
     # (In the greedy's order, largest remainder first, as the rows always came.)
     return {group: search.row(shape[group][0], best.get(group, set()), members)
             for group in sorted(shape, key=lambda g: (-shape[g][1], g))}
