@@ -55,14 +55,20 @@ def pick_spread_tasks(
     if count <= 0:
         return []
     last, by_connector = _by_connector(tasks)
-    single = not by_connector
     seen = taken if taken is not None else Counter[str]()
-    if single:
+    if not by_connector:
         return _pick_singles(last, count, seen, epochs, moved_first)
+    return _pick_tiers(by_connector, count, seen, epochs, moved_first)
+
+
+def _pick_tiers(by_connector: Mapping[str, list[str]], count: int, seen: Counter[str],
+                epochs: Mapping[str, int] | None, moved_first: bool) -> list[str]:
+    """``pick_spread_tasks`` when some connector holds two tasks or more: a heap of
+    connectors, each entering it once its size can come first."""
     # Ties go to the connector that sorts last, so a member keeps the resources
     # that come first in KIP-415 order (as the KIP's tables do); with ``epochs``,
     # first to the connector whose task was handed out most often.
-    names = sorted(last, reverse=True)
+    names = sorted(by_connector, reverse=True)
     # The heap orders by size first, so a connector enters it (and its epochs are read)
     # only once its size can come first.
     tiers = _tiers(names, by_connector)
