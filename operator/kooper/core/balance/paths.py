@@ -67,12 +67,16 @@ class _Paths:
         self.at_hi = 0
         self.fresh: dict[ids.WorkerId, set[str]] = {}
         """Per member, the remainders it was only given here (it does not hold them)."""
+        self.below = dict.fromkeys(m for m in members if len(self.chosen_of[m]) < self.base)
+        """The members below ``base`` (an ordered set): the first takers."""
 
     def _take(self, member: ids.WorkerId, group: str) -> None:
         self.extras[group].add(member)
         self.chosen_of[member].add(group)
         if not self._held(member, group):
             self.fresh.setdefault(member, set()).add(group)
+        if len(self.chosen_of[member]) >= self.base:
+            self.below.pop(member, None)
 
     def _give(self, member: ids.WorkerId, group: str) -> None:
         self.extras[group].discard(member)
@@ -80,6 +84,8 @@ class _Paths:
         fresh = self.fresh.get(member)
         if fresh:
             fresh.discard(group)
+        if len(self.chosen_of[member]) < self.base:
+            self.below[member] = None
 
     def trim(self) -> list[str]:
         """Take remainders off members above their share (above ``base + 1``, then at
@@ -105,17 +111,14 @@ class _Paths:
 
     def _taker(self, holders: set[ids.WorkerId]) -> ids.WorkerId | None:
         """A member with room outside ``holders``: one below ``base`` first."""
-        hi_free = self.at_hi < self.extra_members
-        spare: ids.WorkerId | None = None
-        for member in self.members:
-            if member in holders:
-                continue
-            size = len(self.chosen_of[member])
-            if size < self.base:
+        for member in self.below:
+            if member not in holders:
                 return member
-            if spare is None and hi_free and size == self.base:
-                spare = member
-        return spare
+        if self.at_hi < self.extra_members:
+            for member in self.members:
+                if member not in holders and len(self.chosen_of[member]) == self.base:
+                    return member
+        return None
 
     def _held(self, member: ids.WorkerId, group: str) -> bool:
         """Whether ``member`` holds the extra task of ``group`` now (handing it on
