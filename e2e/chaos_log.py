@@ -50,7 +50,11 @@ class ProcessRow:
     ``thaw`` when the process's node is paused and unpaused (a cgroup freeze: to the
     process, the same as SIGSTOP and SIGCONT)."""
     code: int | None = None
-    """The exit status (``exit`` rows)."""
+    """The exit status (``exit`` rows).
+
+    An ``exit`` row is stamped once the process is seen gone, so it bounds the exit from
+    above; an incarnation with several (``waitpid``, its runtime's ``finishedAt``, its
+    pod's next container) ended by the earliest."""
 
     def to_json(self) -> str:
         """One JSON line."""
@@ -84,7 +88,11 @@ def runs(worker_rows: Mapping[str, Sequence[events.Event]],
 
     ``worker_rows`` maps an incarnation to the rows its process wrote.
     """
-    exits = {p.incarnation: p.ts_ms for p in processes if p.what == "exit"}
+    exits: dict[str, int] = {}
+    for process in processes:  # every exit row is an upper bound: the earliest is the tightest
+        if process.what == "exit":
+            exits[process.incarnation] = min(exits.get(process.incarnation, OPEN),
+                                             process.ts_ms)
     out: list[Run] = []
     for incarnation, rows in worker_rows.items():
         running: dict[str, events.Event] = {}

@@ -22,7 +22,6 @@ the group ends balanced over four members with every resource running exactly on
 
 from __future__ import annotations
 
-import datetime
 import json
 import subprocess
 import time
@@ -138,6 +137,7 @@ def fail_node(g: demo.Demo, drill: str, how: str, *, leader: bool = False) -> tu
     current = set(worker_rows.latest(g.kube.events_dir, g.ns, pods).values())
     failed = {i for i in current if pod_of(i) in on_node}
     assert len(failed) == len(on_node), f"no events file for some of {on_node}"
+    containers = {i: container_of(g, pod_of(i)) for i in failed}
     expected = g.expected()
     processes: list[chaos_log.ProcessRow] = []
     start = now_ms()
@@ -167,7 +167,21 @@ def fail_node(g: demo.Demo, drill: str, how: str, *, leader: bool = False) -> tu
             processes += [chaos_log.ProcessRow(healed, i, pod_of(i), "thaw") for i in failed]
         tools.wait_for(f"{node} Ready again", lambda: node_ready(g, node), timeout_s=300)
         g.wait_balanced(demo.REPLICAS, timeout_s=300)
+    processes += runtime_exits(node, containers)
     return runs_since(g, start, processes, current), processes, failed, healed
+
+
+def runtime_exits(node: str, containers: dict[str, str]) -> list[chaos_log.ProcessRow]:
+    """An ``exit`` row for each incarnation (-> its container on ``node``) that ended, at
+    its runtime's ``finishedAt``.
+
+    A thawed member ends its process (exit 3); its pod's next container bounds that exit
+    too (``worker_rows.exits``), but only as late as the kubelet restarts it, seconds
+    after a thaw; an overlap with a successor that started in between would be the
+    bound's, not the process's."""
+    return [chaos_log.ProcessRow(exited, incarnation, pod_of(incarnation), "exit")
+            for incarnation, container in sorted(containers.items())
+            if (exited := exited_at_ms(node, container)) is not None]
 
 
 @pytest.mark.kind_tier
@@ -246,11 +260,11 @@ def container_of(g: demo.Demo, pod: str) -> str:
 
 def exited_at_ms(node: str, container: str) -> int | None:
     """When ``container``'s process on ``node`` ended: containerd's ``finishedAt`` once it
-    exited, now once it is removed (an upper bound), None while it runs.
+    exited, now once it is removed (both upper bounds), None while it runs.
 
-    The exit of a force-deleted pod's process: no later container of its pod bounds it
-    (``worker_rows.exits``), so the drill asks the node's runtime, as ``waitpid`` tells
-    the real-process harness."""
+    The node's runtime tells the drills what ``waitpid`` tells the real-process harness:
+    a force-deleted pod's process has no later container of its pod to bound its exit
+    (``worker_rows.exits``), and a restarted one's bound comes seconds late."""
     try:
         out = tools.run("docker", "exec", node, "crictl", "inspect", "-o", "json", container,
                         timeout=30)
@@ -261,14 +275,7 @@ def exited_at_ms(node: str, container: str) -> int | None:
     status = json.loads(out).get("status") or {}
     if status.get("state") != "CONTAINER_EXITED":
         return None
-    return rfc3339_ms(str(status["finishedAt"]))
-
-
-def rfc3339_ms(stamp: str) -> int:
-    """``2026-11-27T09:20:01.123456789Z`` -> epoch milliseconds (nanoseconds cut)."""
-    whole, _, fraction = stamp.rstrip("Z").partition(".")
-    moment = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.UTC)
-    return int(moment.timestamp()) * 1000 + int((fraction + "000")[:3])
+    return worker_rows.rfc3339_ms(str(status["finishedAt"]))
 
 
 def test_a_member_force_deleted_on_a_frozen_node_comes_back_elsewhere_and_nothing_runs_twice(

@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 
 from e2e import chaos_log, worker_rows
+from kooper.core import events
 
 
 def row(ts, member, resource, event, epoch=1):
     return json.dumps({"ts_ms": ts, "run": "", "group": "demo", "member": member,
                        "resource": resource, "event": event, "generation": 1, "epoch": epoch})
+
+
+def json_event(*args, **kwargs):
+    return events.Event.from_row(json.loads(row(*args, **kwargs)))
 
 
 def write(directory, pod, uid, started_ns, *lines):
@@ -74,3 +79,23 @@ def test_a_frozen_node_is_a_freeze_to_the_overlap_check():
     assert overlap.frozen == ("w-0.1",)
     assert chaos_log.while_frozen(overlap, frozen)
     assert not chaos_log.while_frozen(overlap, frozen[:0])
+
+
+def test_a_runtime_finish_time_rounds_up_to_the_millisecond():
+    """An exit row bounds the exit from above, so nanoseconds round up, never down."""
+    assert worker_rows.rfc3339_ms("1970-01-01T00:00:01.123000000Z") == 1123
+    assert worker_rows.rfc3339_ms("1970-01-01T00:00:01.123000001Z") == 1124
+    assert worker_rows.rfc3339_ms("1970-01-01T00:00:02Z") == 2000
+    assert worker_rows.rfc3339_ms("2026-11-27T09:20:01.5Z") == 1795771201500
+
+
+def test_the_earliest_exit_row_ends_an_open_run():
+    """Every exit row is an upper bound (the runtime's finish time, the next container's
+    start): a run with several ends by the earliest, whatever their order."""
+    rows = {"w-0.1": [json_event(1, "w-0", "a", "start")]}
+    bounds = [chaos_log.ProcessRow(900, "w-0.1", "w-0", "exit"),
+              chaos_log.ProcessRow(400, "w-0.1", "w-0", "exit"),
+              chaos_log.ProcessRow(700, "w-0.1", "w-0", "exit")]
+    for order in (bounds, bounds[::-1]):
+        [run] = chaos_log.runs(rows, order)
+        assert (run.end_ms, run.ended_by) == (400, "exit")

@@ -18,6 +18,7 @@ process may outlive its successor under the same name): its open runs stay open.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import pathlib
 
@@ -97,3 +98,12 @@ def runs_since(directory: pathlib.Path, namespace: str, start_ms: int, current: 
               if i in current or int(i.rsplit(".", 1)[1]) // 1_000_000 >= start_ms}
     return chaos_log.runs(wanted, [*(processes or []), *exits(directory, namespace)])
 
+
+
+def rfc3339_ms(stamp: str) -> int:
+    """``2026-11-27T09:20:01.123456789Z`` -> epoch milliseconds, rounded up: a runtime's
+    ``finishedAt`` bounds an exit from above, and so must the row made of it."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    moment = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.UTC)
+    nanos = int((fraction + "0" * 9)[:9])
+    return int(moment.timestamp()) * 1000 + -(-nanos // 1_000_000)
