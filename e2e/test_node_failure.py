@@ -214,7 +214,10 @@ def test_a_frozen_node_s_work_moves_fenced_by_epoch_and_the_thawed_members_stop_
     assert frozen_runs, "no work of the frozen members was taken over"
     assert all(r.ended_by in ("stop", "exit") and r.end_ms >= thawed for r in frozen_runs), (
         frozen_runs)
-    print(f"node-frozen: {len(overlaps)} overlaps with a frozen member, all fenced by epoch")
+    ended = sorted(p.ts_ms - thawed for p in processes
+                   if p.what == "exit" and p.incarnation in failed)
+    print(f"node-frozen: {len(overlaps)} overlaps with a frozen member, all fenced by epoch; "
+          f"the thawed processes ended {ended} ms after the thaw (their runtime's finishedAt)")
     assert chaos_log.lost(runs, fresh.expected()) == []
 
 
