@@ -64,27 +64,37 @@ class _Paths:
             self.extras[group] = set(holders[:extra])
             for member in self.extras[group]:
                 self.chosen_of[member].add(group)
-        self.at_hi = 0
+        self.at_hi = sum(1 for m in members if len(self.chosen_of[m]) > self.base)
+        """How many members have more than ``base`` remainders."""
         self.fresh: dict[ids.WorkerId, set[str]] = {}
         """Per member, the remainders it was only given here (it does not hold them)."""
         self.below = dict.fromkeys(m for m in members if len(self.chosen_of[m]) < self.base)
         """The members below ``base`` (an ordered set): the first takers."""
 
+    # ``_take`` and ``_give`` are the only writers of ``extras``, ``chosen_of`` and the
+    # three facts derived from them for speed: ``fresh``, ``below`` and ``at_hi``.
+
     def _take(self, member: ids.WorkerId, group: str) -> None:
+        chosen = self.chosen_of[member]
         self.extras[group].add(member)
-        self.chosen_of[member].add(group)
+        chosen.add(group)
         if not self._held(member, group):
             self.fresh.setdefault(member, set()).add(group)
-        if len(self.chosen_of[member]) >= self.base:
+        if len(chosen) >= self.base:
             self.below.pop(member, None)
+        if len(chosen) == self.base + 1:
+            self.at_hi += 1
 
     def _give(self, member: ids.WorkerId, group: str) -> None:
+        chosen = self.chosen_of[member]
+        if len(chosen) == self.base + 1:
+            self.at_hi -= 1
         self.extras[group].discard(member)
-        self.chosen_of[member].discard(group)
+        chosen.discard(group)
         fresh = self.fresh.get(member)
         if fresh:
             fresh.discard(group)
-        if len(self.chosen_of[member]) < self.base:
+        if len(chosen) < self.base:
             self.below[member] = None
 
     def trim(self) -> list[str]:
@@ -98,7 +108,6 @@ class _Paths:
             for group in sorted(mine, reverse=True)[: max(0, len(mine) - cap)]:
                 self._give(member, group)
                 owed.append(group)
-        self.at_hi = sum(1 for m in self.members if len(self.chosen_of[m]) > self.base)
         for member in reversed(self.members):
             if self.at_hi <= self.extra_members:
                 break
@@ -106,7 +115,6 @@ class _Paths:
                 group = max(self.chosen_of[member])
                 self._give(member, group)
                 owed.append(group)
-                self.at_hi -= 1
         return owed
 
     def _taker(self, holders: set[ids.WorkerId]) -> ids.WorkerId | None:
@@ -176,8 +184,6 @@ class _Paths:
         """``taker`` takes ``end``'s remainder; walking the path back, each member on it
         hands on the remainder after it and takes the one before."""
         self._take(taker, end)
-        if len(self.chosen_of[taker]) > self.base:
-            self.at_hi += 1
         group = end
         while (step := parent[group]) is not None:
             previous, member = step
