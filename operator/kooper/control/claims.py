@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping
 
 from kooper.control import events, reissue, snapshot, status
-from kooper.control.inputs import Caches
+from kooper.control.inputs import Caches, PerMember
 from kooper.core import ids, model
 
 Claims = Mapping[ids.WorkerId, model.ConnectorsAndTasks]
@@ -33,19 +33,14 @@ def unknown(members: Mapping[ids.WorkerId, model.Member], *,
     result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member_id, member in members.items():
         known = given.get(member_id)
-        cached = seen.get(member_id)
-        if cached is not None and cached[0] is member and cached[1] is known \
-                and cached[2] is configured:
-            claims = cached[3]  # Same objects as last round: 1,000 set operations saved.
-        else:
+        claims = seen.get(member_id, member, known, configured)
+        if claims is None:
             mine = known[1] if known and known[0] == member.incarnation else model.EMPTY
-            claims = snapshot.unknown_claims(member, given=mine, configured=configured)
-            seen[member_id] = (member, known, configured, claims)
+            claims = seen.put(member_id, member, known, configured,
+                              snapshot.unknown_claims(member, given=mine, configured=configured))
         if claims:
             result[member_id] = claims
-    if len(seen) > len(members):
-        for member_id in seen.keys() - members.keys():
-            del seen[member_id]
+    seen.keep(members)
     return result
 
 
@@ -73,7 +68,7 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
     the member's latest document that claims more is false, whatever it was given
     before; waiting for it to be let go would wait forever.
     """
-    seen = caches.untrue if caches is not None else {}
+    seen = caches.untrue if caches is not None else PerMember[model.ConnectorsAndTasks]()
     result: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     for member_id, member in members.items():
         at = assigned_at.get(member_id)
@@ -83,20 +78,14 @@ def false(members: Mapping[ids.WorkerId, model.Member], *,
         owned = member.owned
         if owned is mine:
             continue
-        cached = seen.get(member_id)
-        if cached is not None and cached[0] is owned and cached[1] is mine \
-                and cached[2] is configured:
-            extra = cached[3]  # The same report and document as last round: no set walk.
-        else:
-            extra = model.EMPTY if (owned.connectors <= mine.connectors
-                                    and owned.tasks <= mine.tasks) else (
-                owned.difference(mine).intersection(configured))
-            seen[member_id] = (owned, mine, configured, extra)
+        extra = seen.get(member_id, owned, mine, configured)
+        if extra is None:
+            extra = seen.put(member_id, owned, mine, configured, model.EMPTY if (
+                owned.connectors <= mine.connectors and owned.tasks <= mine.tasks) else (
+                owned.difference(mine).intersection(configured)))
         if extra:
             result[member_id] = extra
-    if len(seen) > len(members):
-        for member_id in seen.keys() - members.keys():
-            del seen[member_id]
+    seen.keep(members)
     return result
 
 

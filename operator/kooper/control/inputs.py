@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
+
+T = TypeVar("T")
 
 Owner = tuple[str, str]
 """(kind, name) of a pod's controller."""
@@ -251,21 +253,48 @@ class Memory:
         return frozenset({*state.assignments, *state.lost, *self.persisted.configmaps})
 
 
+class PerMember(Generic[T]):
+    """Per member, a value computed from three objects, reused while the member's next
+    round passes the very same three (``is``, not ``==``: a hit costs three identity
+    checks where a recomputation walks sets of thousands). ``keep`` forgets members gone.
+    """
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: dict[ids.WorkerId, tuple[object, object, object, T]] = {}
+
+    def get(self, member: ids.WorkerId, a: object, b: object, c: object) -> T | None:
+        """The value computed from ``(a, b, c)`` for ``member`` last time, or None."""
+        cached = self.seen.get(member)
+        if cached is not None and cached[0] is a and cached[1] is b and cached[2] is c:
+            return cached[3]
+        return None
+
+    def put(self, member: ids.WorkerId, a: object, b: object, c: object, value: T) -> T:
+        """Remember ``value`` as computed from ``(a, b, c)``; returns it."""
+        self.seen[member] = (a, b, c, value)
+        return value
+
+    def keep(self, members: Mapping[ids.WorkerId, object]) -> None:
+        """Forget every member not in ``members``."""
+        if len(self.seen) > len(members):
+            for member in self.seen.keys() - members.keys():
+                del self.seen[member]
+
+
 class Caches:
     """Indexes carried between steps to make them cheaper; never changes a decision."""
 
     def __init__(self) -> None:
         self.assignor = assignor.Cache()
         self.configured: tuple[tuple[tuple[str, int], ...], model.ConnectorsAndTasks] | None = None
-        self.claims: dict[ids.WorkerId, tuple[model.Member,
-                                              tuple[str, model.ConnectorsAndTasks] | None,
-                                              model.ConnectorsAndTasks,
-                                              model.ConnectorsAndTasks]] = {}
-        self.untrue: dict[ids.WorkerId, tuple[model.ConnectorsAndTasks, model.ConnectorsAndTasks,
-                                              model.ConnectorsAndTasks,
-                                              model.ConnectorsAndTasks]] = {}
-        """``claims.false``: per member, (reported, document, configured, what it claims
-        beyond the document)."""
+        self.claims: PerMember[model.ConnectorsAndTasks] = PerMember()
+        """``claims.unknown``: per member, what it claims that no document gave it, from
+        (its member, its latest document, the configured resources)."""
+        self.untrue: PerMember[model.ConnectorsAndTasks] = PerMember()
+        """``claims.false``: per member, what it claims beyond the document it
+        acknowledges, from (its report, that document, the configured resources)."""
         self.members = snapshot.Memo()
         self.connectors: tuple[Sequence[views.ConnectorView], Wanted] | None = None
 
