@@ -1,10 +1,11 @@
-"""``control.inputs.PerMember``: a member's value is reused only while every input it
+"""``control.memo.PerMember``: a member's value is reused only while every input it
 was computed from is the very same object; the claims that use it recompute otherwise."""
 
 from __future__ import annotations
 
 from kooper.control import claims
-from kooper.control.inputs import Caches, PerMember
+from kooper.control.inputs import Caches
+from kooper.control.memo import PerMember
 from kooper.core import ids, model
 
 W = ids.WorkerId

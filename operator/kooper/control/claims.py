@@ -18,7 +18,8 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping
 
 from kooper.control import events, reissue, snapshot, status
-from kooper.control.inputs import Caches, PerMember
+from kooper.control.inputs import Caches
+from kooper.control.memo import PerMember
 from kooper.core import ids, model
 
 Claims = Mapping[ids.WorkerId, model.ConnectorsAndTasks]

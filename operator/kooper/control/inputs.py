@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Generic, TypedDict, TypeVar, Unpack
+from typing import Any, TypedDict, Unpack
 
 from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
+from kooper.control.memo import PerMember
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
-
-T = TypeVar("T")
 
 Owner = tuple[str, str]
 """(kind, name) of a pod's controller."""
@@ -251,36 +250,6 @@ class Memory:
         """Every member any per-member map may hold an entry for."""
         state = self.persisted.state
         return frozenset({*state.assignments, *state.lost, *self.persisted.configmaps})
-
-
-class PerMember(Generic[T]):
-    """Per member, a value computed from three objects, reused while the member's next
-    round passes the very same three (``is``, not ``==``: a hit costs three identity
-    checks where a recomputation walks sets of thousands). ``keep`` forgets members gone.
-    """
-
-    __slots__ = ("seen",)
-
-    def __init__(self) -> None:
-        self.seen: dict[ids.WorkerId, tuple[object, object, object, T]] = {}
-
-    def get(self, member: ids.WorkerId, a: object, b: object, c: object) -> T | None:
-        """The value computed from ``(a, b, c)`` for ``member`` last time, or None."""
-        cached = self.seen.get(member)
-        if cached is not None and cached[0] is a and cached[1] is b and cached[2] is c:
-            return cached[3]
-        return None
-
-    def put(self, member: ids.WorkerId, a: object, b: object, c: object, value: T) -> T:
-        """Remember ``value`` as computed from ``(a, b, c)``; returns it."""
-        self.seen[member] = (a, b, c, value)
-        return value
-
-    def keep(self, members: Mapping[ids.WorkerId, object]) -> None:
-        """Forget every member not in ``members``."""
-        if len(self.seen) > len(members):
-            for member in self.seen.keys() - members.keys():
-                del self.seen[member]
 
 
 class Caches:
