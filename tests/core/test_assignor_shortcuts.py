@@ -19,7 +19,7 @@ from tests.core.test_assignor_properties import NAMES, Group, operations, polici
 from kooper.core import assignor, balance, ids, model
 from kooper.core.assignor import groups as groups_stage
 from kooper.core.assignor import holdings as holdings_stage
-from kooper.core.assignor import spread
+from kooper.core.assignor import indexes, spread
 
 CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
 TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
@@ -178,3 +178,31 @@ def test_a_part_of_a_set_known_undoubled_is_undoubled_without_reading_it(whole, 
     names = [ids.task_connector(task) for task in part]
     expected = Counter(names) if len(set(names)) < len(names) else None
     assert groups_stage.doubled_within(round_, set(part), whole) == expected
+
+
+SPREAD_MEMBERS = [ids.WorkerId(f"w{i}") for i in range(4)]
+task_sets = st.dictionaries(st.sampled_from(SPREAD_MEMBERS), st.frozensets(st.sampled_from(TASKS)))
+
+
+def all_spread_plain(sets: Mapping[ids.WorkerId, frozenset[str]], sizes: Mapping[str, int],
+                     members: int) -> bool:
+    """Every connector spread, counted from scratch."""
+    counts = balance.count_groups(sets, sizes)
+    return all(balance.spread_ok(counts.get(g, Counter()), n, members) for g, n in sizes.items())
+
+
+@settings(max_examples=400, deadline=None)
+@given(history=st.lists(st.tuples(task_sets, task_sets, st.integers(1, 5)), min_size=1,
+                        max_size=6),
+       sizes=st.sampled_from([dict.fromkeys(CONNECTORS, 5), {"a": 5, "b": 3, "d": 1}]))
+def test_the_spread_index_answers_what_counting_from_scratch_answers(history, sizes):
+    """``indexes.Groups.all_spread`` remembers the connectors found spread until ``sync``
+    changes their counts; rounds that sync, and ask with and without ``changed`` sets,
+    answer as a count from scratch does."""
+    index = indexes.Groups()
+    for sets, changed, members in history:
+        index.sync(sets)
+        for _ in range(2):  # the second ask may take the remembered answer
+            assert index.all_spread({}, sizes, members) == all_spread_plain(sets, sizes, members)
+            assert index.all_spread(changed, sizes, members) == all_spread_plain(
+                {**sets, **changed}, sizes, members)
