@@ -23,6 +23,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp.web
@@ -177,12 +178,17 @@ class ApiHandler(kmock.KubernetesScaffold):
             return aiohttp.web.json_response(error.status(), status=404)
         return aiohttp.web.json_response(document)
 
-    async def _delayed(self, key: str | None, answer: Any) -> aiohttp.web.StreamResponse:
+    async def _delayed(self, key: str | None,
+                       answer: Coroutine[Any, Any, aiohttp.web.StreamResponse],
+                       ) -> aiohttp.web.StreamResponse:
         delay = self.faults.delay_for(key)
         if delay:
-            await asyncio.sleep(delay)
-        result: aiohttp.web.StreamResponse = await answer
-        return result
+            try:
+                await asyncio.sleep(delay)
+            except BaseException:
+                answer.close()  # the client went away meanwhile: never started, so closed
+                raise
+        return await answer
 
     def _trim_log(self) -> None:
         # kmock keeps every request (and every error) it saw: bound them for long runs.
