@@ -99,7 +99,6 @@ def runs_since(directory: pathlib.Path, namespace: str, start_ms: int, current: 
     return chaos_log.runs(wanted, [*(processes or []), *exits(directory, namespace)])
 
 
-
 def rfc3339_ms(stamp: str) -> int:
     """``2026-11-27T09:20:01.123456789Z`` -> epoch milliseconds, rounded up: a runtime's
     ``finishedAt`` bounds an exit from above, and so must the row made of it."""
