@@ -37,7 +37,7 @@ from kooper.control import (
     snapshot,
     views,
 )
-from kooper.control.inputs import Inputs, Membership, Memory, Owner, Wanted
+from kooper.control.inputs import Inputs, Memory, Owner, Wanted
 from kooper.core import ids, model
 from kooper.protocol import messages
 
@@ -91,12 +91,10 @@ class Planned:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Documents:
-    """The round's documents and the epochs they issue."""
+    """The round's documents and the largest resource epoch they issue (the membership
+    epochs they name are the round's ``Planned.memberships``)."""
 
     writes: tuple[messages.Assignment, ...]
-    member_epochs: Mapping[ids.WorkerId, Membership]
-    member_epoch: int
-    """The largest membership epoch issued."""
     floor: int
     """The largest resource epoch issued."""
 

@@ -39,9 +39,7 @@ def issue(inputs: Inputs, memory: Memory, plan: model.Plan,
         member_epoch=member_epochs[member][1], rejoins=member_epochs[member][2],
         leader_epoch=inputs.leader_epoch,
     ) for member in sorted(to_write))
-    return Documents(writes=writes, member_epochs=member_epochs,
-                     member_epoch=memberships.issued,
-                     floor=floor)
+    return Documents(writes=writes, floor=floor)
 
 
 def given(before: Given, plan: model.Plan, writes: tuple[messages.Assignment, ...],

@@ -255,7 +255,8 @@ def _wake(plan: model.Plan, expiry_ms: int | None, *more: int | None) -> int | N
 def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> Step:
     """The writes, status, Events and next memory of a decided round."""
     memory, group, plan, snap = d.memory, d.inputs.group, d.planned.plan, d.planned.snap
-    docs = documents.issue(d.inputs, memory, plan, d.planned.memberships, d.now.wanted)
+    memberships = d.planned.memberships
+    docs = documents.issue(d.inputs, memory, plan, memberships, d.now.wanted)
     new_state = state.merge_partial(memory.persisted.state, plan.state, failed)
     pending_restarts, done, restarted = restarts.written(
         d.now.restarts, done=memory.persisted.restarts_done, plan=plan, failed=failed,
@@ -278,9 +279,9 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
             ids.WorkerId(w.member) for w in docs.writes if w.member not in failed
         ).difference(gone)),
         restarts_done=done, restarts_pending=pending_restarts,
-        member_epochs=docs.member_epochs, observed=d.seen.observed,
-        issued=Issued(member_epoch=docs.member_epoch, epoch_floor=docs.floor,
-                      written=(docs.member_epoch, docs.floor)),
+        member_epochs=memberships.by_member, observed=d.seen.observed,
+        issued=Issued(member_epoch=memberships.issued, epoch_floor=docs.floor,
+                      written=(memberships.issued, docs.floor)),
         settings_written=memory.persisted.settings_written if failed else d.planned.carried,
         revoked_claims={m: r.union(memory.volatile.revoked_claims.get(m, model.EMPTY))
                         for m, r in d.now.foreign.items() if m not in failed},
@@ -294,7 +295,7 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
     facts = reporting.facts(d, failing)
     written = GroupStatus(
         facts=facts, state=new_state, owners=owners, epoch_floor=docs.floor,
-        generation=group.generation, member_epoch=docs.member_epoch, learned=learned,
+        generation=group.generation, member_epoch=memberships.issued, learned=learned,
         terminating=terminating, adaptive_status=adaptive.summary(learned, choice)
         if group.settings.policy is model.Policy.KOOPER else None)
     return Step(
