@@ -86,14 +86,16 @@ def main() -> int:
     steps += [S.Step(S.Action.SCALE_UP, count=1, delay_ms=WINDOW_MS)
               for _ in range(options.joins)]
     log: list[tuple[int, str, messages.Assignment | None, messages.Assignment]] = []
-    write = runner.Sim._write
+    # (``--base`` runs this script on an older tree, where the method was ``_write``.)
+    method = "write_document" if hasattr(runner.Sim, "write_document") else "_write"
+    write = getattr(runner.Sim, method)
 
     def logged(self: runner.Sim, message: messages.Assignment) -> None:
         log.append((self.clock.now_ms, message.member, self.written.get(message.member),
                     message))
         write(self, message)
 
-    runner.Sim._write = logged  # type: ignore[method-assign]
+    setattr(runner.Sim, method, logged)
     config = runner.Config(pods=options.members, connectors=options.tasks // 100, tasks=100,
                            seed=options.seed, delay_ms=0, warmup_ms=WINDOW_MS)
     result = runner.simulate(config, S.Scenario("joins", tuple(steps)))

@@ -65,7 +65,7 @@ def test_a_forged_claim_neither_reuses_an_epoch_nor_stalls_the_group(seed: int):
 # before it was cut off) was revoked from it and, once let go, handed out before the
 # delay ran out; it stays lost (assignor.lost.returned_holding). 21193: an eager round (which
 # ends every wait) died mid-write; its documents were acted on, and its rows are now kept,
-# marked cut, promising nothing (runner._record_audit).
+# marked cut, promising nothing (runner.Sim.record_audit).
 # 43378: a return decided only by a round the operator died in ended the wait, and the
 # restored operator's continued departure was judged as a new one (cut rows end no wait).
 # 19298: lost work its returned member still held was granted at the deadline.

@@ -22,13 +22,13 @@ def test_scale_downs_of_a_big_group_move_little_more_than_the_departed_work(monk
     for k in range(pods - departures, pods):  # rows x members x remainders, every round
         assert connectors * k * connectors * (100 % k) > target._FLOW_BUDGET
     written: list[tuple[int, messages.Assignment | None, messages.Assignment]] = []
-    write = runner.Sim._write
+    write = runner.Sim.write_document
 
     def logged(self: runner.Sim, message: messages.Assignment) -> None:
         written.append((self.clock.now_ms, self.written.get(message.member), message))
         write(self, message)
 
-    monkeypatch.setattr(runner.Sim, "_write", logged)
+    monkeypatch.setattr(runner.Sim, "write_document", logged)
     steps = tuple(S.Step(S.Action.SCALE_DOWN, count=1, delay_ms=WINDOW_MS)
                   for _ in range(departures))
     config = runner.Config(pods=pods, connectors=connectors, tasks=100, seed=1, delay_ms=0,

@@ -263,7 +263,7 @@ class HardFaults(runner.NoFaults):
         pod = sim.pods.get(name)
         if pod is None or name in sim.permanent or not pod.alive or pod.session is None \
                 or pod.partitioned:
-            return sim._play(dataclasses.replace(step, action=A.KILL))
+            return sim.play(dataclasses.replace(step, action=A.KILL))
         self.orphans[(name, pod.token)] = pod
         pod.partitioned = True
         pod.partitions += 1
@@ -276,12 +276,12 @@ class HardFaults(runner.NoFaults):
         if sim.visible.pop(name, None) is not None or self.hidden.pop(name, None) is not None:
             sim.visible_epochs.pop(name, None)
         sim.modelled.remove(name)
-        sim._trigger()
+        sim.trigger_round()
         protocols = pod.protocols
         if step.protocols:
             protocols = runner.ALL if step.protocols == "compatible" else runner.EAGER_ONLY
         down = step.down_ms if step.down_ms is not None else sim.lat.restart.draw(sim.rng)
-        sim._spawn(step.pod, protocols, down)
+        sim.spawn(step.pod, protocols, down)
         return name
 
     def orphan(self, name: ids.WorkerId, token: int) -> runner.Pod | None:
@@ -295,9 +295,9 @@ class HardFaults(runner.NoFaults):
         """An orphan's process ends for good: nothing re-creates it."""
         if (pod.name, pod.token) not in self.orphans:
             return super().process_ends(pod)
-        late = self.sim._stop_all(pod)
+        late = self.sim.stop_all(pod)
         pod.alive = False
-        self.sim._emit(ev.Kind.LEAVE, pod.name, late_ms=late)
+        self.sim.emit(ev.Kind.LEAVE, pod.name, late_ms=late)
         del self.orphans[(pod.name, pod.token)]
         return True
 
@@ -326,7 +326,7 @@ class HardFaults(runner.NoFaults):
         if pod.partitions != self.cuts.get(name):
             self.cuts[name] = pod.partitions
             self.cut_at[name] = self.sim.clock.now_ms
-            self.sim._trigger()
+            self.sim.trigger_round()
 
     def inputs(self, inputs: control.Inputs) -> control.Inputs:
         """Every Lease with its ``renewTime`` (on its pod's clock) and duration."""
@@ -370,7 +370,7 @@ class HardFaults(runner.NoFaults):
 
     def _wake(self, epoch: int) -> None:
         if epoch == self.sim.operator_epoch:
-            self.sim._trigger()
+            self.sim.trigger_round()
 
     # -- departures: the operator's own liveness rule ----------------------------------------
 
@@ -381,7 +381,7 @@ class HardFaults(runner.NoFaults):
         if pod.name in sim.visible:
             self.hidden[pod.name] = sim.visible.pop(pod.name)
             sim.visible_epochs.pop(pod.name, None)
-            sim._trigger()
+            sim.trigger_round()
         return True
 
     def report(self, name: ids.WorkerId, token: int) -> bool:
@@ -389,7 +389,7 @@ class HardFaults(runner.NoFaults):
         went with the pod); a live member's report ends its being hidden."""
         if (name, token) in self.orphans:
             return False
-        if self.sim._pod(name, token) is not None:
+        if self.sim.live_pod(name, token) is not None:
             self.hidden.pop(name, None)
         return super().report(name, token)
 

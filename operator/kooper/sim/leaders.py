@@ -172,7 +172,7 @@ class Terms(runner.NoFaults):
             return
         sim.last_fault_ms = max(sim.last_fault_ms, sim.clock.now_ms)
         if self._attempt(term, write):
-            sim._land(write)
+            sim.land(write)
 
     # -- a new term: the fence first ----------------------------------------------------------
 
@@ -193,7 +193,7 @@ class Terms(runner.NoFaults):
                     continue
                 self._log(term, apiserver.Kind.REISSUE, member, apiserver.attempt(
                     self.store, term, member, kind=apiserver.Kind.REISSUE))
-                sim._write(dataclasses.replace(message, leader_epoch=term.epoch))
+                sim.write_document(dataclasses.replace(message, leader_epoch=term.epoch))
             # Every member (by its Lease) without a ConfigMap gets an empty one under the
             # new epoch, so a stalled term's create of its first document is refused.
             pods, leases = sim.modelled.current()
@@ -225,11 +225,11 @@ class Terms(runner.NoFaults):
         made = min(len(writes), int(stall.prefix * (len(writes) + 1)))
         done, rest = writes[:made], writes[made:]
         for write in done:
-            sim._execute(write)
-        sim._record_audit(decided, plan, cut=True, persisted=any(
+            sim.execute(write)
+        sim.record_audit(decided, plan, cut=True, persisted=any(
             isinstance(w, control.WriteStatus) and w.status is decided.status for w in done))
         stale = self.term
-        sim._suspend()
+        sim.suspend()
         sim.clock.after(stall.takeover_ms, "operator_up")
         takeover = sim.clock.now_ms + stall.takeover_ms
         offsets = (tuple(sorted(stall.resume_ms[:len(rest)])) if stall.interleaved
@@ -254,19 +254,19 @@ class Terms(runner.NoFaults):
         sim.last_fault_ms = max(sim.last_fault_ms, self.api_down_until)
         for pod in sorted(sim.pods.values(), key=lambda p: p.ordinal):
             if pod.alive and not pod.partitioned:
-                sim._apply_step(scenarios.Step(scenarios.Action.PARTITION, pod=pod.ordinal,
-                                               down_ms=down_ms))
+                sim.apply_step(scenarios.Step(scenarios.Action.PARTITION, pod=pod.ordinal,
+                                              down_ms=down_ms))
         if down_ms >= LEADER_LEASE_MS and sim.operator_up:
             # The leader could not renew its Lease: its term ends; the next one starts
             # once the API is back (``new_term`` waits for it).
-            sim._suspend()
+            sim.suspend()
             sim.clock.at(self.api_down_until, "operator_up")
         sim.clock.at(self.api_down_until, "api_up")
 
     def _api_up(self) -> None:
         if self.sim.operator_up:
             self.sim.round_pending = False
-            self.sim._trigger()
+            self.sim.trigger_round()
 
     def api_unreachable(self) -> bool:
         """The operator's rounds and deadlines wait for the API (``_api_up`` runs one)."""
