@@ -51,8 +51,10 @@ def carried(rejected: Rejected, connectors: Sequence[views.ConnectorView],
 
 def oversized(writes: Sequence[messages.Assignment]) -> tuple[str, str] | None:
     """(connector to reject, why) when some document is over the budget, else None."""
+    sizes: dict[int, int] = {}  # by id: the documents of a round share their configs
     for message in writes:
-        estimate = sum(config_size(c) for c in message.configs.values()) + 40 * (
+        estimate = sum(sizes[id(c)] if id(c) in sizes else sizes.setdefault(id(c), config_size(c))
+                       for c in message.configs.values()) + 40 * (
             len(message.assigned.tasks) + len(message.assigned.connectors)
             + len(message.revoked.tasks) + len(message.revoked.connectors))
         if estimate < _CHEAP:
