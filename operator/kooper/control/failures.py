@@ -96,11 +96,13 @@ def requested_tasks(connector: views.ConnectorView, *, done: Mapping[str, str]) 
     ``@``. Numbers outside ``tasksMax`` are ignored.
     """
     value = connector.restart_task
+    if not value:
+        return frozenset()  # (most connectors, every round)
     handled = done.get(connector.name)
     if handled is None:
         record = connector.status.get("taskRestart")
         handled = str(record.get("observed", "")) if isinstance(record, Mapping) else ""
-    if not value or value == handled:
+    if value == handled:
         return frozenset()
     tasks = 0 if connector.state == "stopped" else connector.tasks_max
     numbers = {int(n) for part in value.partition("@")[0].split(",")
