@@ -151,3 +151,27 @@ def test_a_worker_that_dies_fails_the_rolling_restart(api, tmp_path):
     with pytest.raises(pods.DemoError, match="exited with 3"):
         broken.rolling_restart(restart_s=0, joined=broken.has_joined)
     broken.shutdown()
+
+
+def _lease_reporting(generation):
+    from kooper.core import model
+    from kooper.protocol import codec, messages
+
+    report = messages.Report(member="workers-0", incarnation="a",
+                             protocols=frozenset({model.Protocol.COMPATIBLE}),
+                             generation=generation)
+    return {"metadata": {"annotations": {messages.REPORT_ANNOTATION: codec.encode_report(report)}}}
+
+
+def test_the_demo_roll_goes_on_once_the_operator_took_the_restarted_pod_back():
+    # A new process reports generation -1 until it applies a document written for it:
+    # only then is the next pod restarted, so two pods are never out at once however far
+    # behind the operator is (a loaded machine once had all three out: cooperative then
+    # paused as much as eager).
+    assert not pods.acts_on_a_document(None)
+    assert not pods.acts_on_a_document({"metadata": {}})
+    assert not pods.acts_on_a_document(_lease_reporting(-1))
+    assert pods.acts_on_a_document(_lease_reporting(0))
+    assert pods.acts_on_a_document(_lease_reporting(7))
+    assert not pods.acts_on_a_document(
+        {"metadata": {"annotations": {"kooper.dev/report": "{not json"}}})

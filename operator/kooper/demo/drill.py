@@ -57,6 +57,8 @@ class Members(Protocol):
         """Restart every pod, highest ordinal first, each after the previous one ``joined``."""
     def has_joined(self, pod: Any) -> bool:
         """Whether this incarnation of the pod joined the group (its report is in its Lease)."""
+    def has_assignment(self, pod: Any) -> bool:
+        """Whether it joined and applied a document the operator wrote for it."""
     def events_files(self) -> list[pathlib.Path]:
         """Every worker events file written so far."""
     def check_alive(self) -> None:
@@ -214,7 +216,7 @@ def run_one(settings: Settings, *, protocol: str, policy: str, out: pathlib.Path
             start_ms = now_ms()
             progress(f"[{name}] converged; rolling restart (highest ordinal first)")
             runner.rolling_restart(
-                restart_s=settings.restart_s, joined=runner.has_joined,
+                restart_s=settings.restart_s, joined=runner.has_assignment,
                 progress=lambda line: progress(f"[{name}]   {line}"))
             progress(f"[{name}] every pod restarted; waiting for convergence")
             wait_converged(runner, embedded, expected=settings.resources,

@@ -274,6 +274,18 @@ class StatefulSetPods:
         return pod.uid in owners and messages.REPORT_ANNOTATION in (
             metadata.get("annotations") or {})
 
+    def has_assignment(self, pod: PodRef) -> bool:
+        """Whether this incarnation joined and applied a document the operator wrote
+        for it (``pods.acts_on_a_document``): where the demo's roll goes on."""
+        if not self.has_joined(pod):
+            return False
+        try:
+            lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.ns.namespace}"
+                                 f"/leases/kooper-{pod.name}")
+        except apierrors.ApiError:
+            return False
+        return pods.acts_on_a_document(lease)
+
     def rolling_restart(self, *, restart_s: float, joined: Callable[[Any], bool],
                         progress: Callable[[str], None], join_timeout_s: float = 60.0) -> None:
         """Delete each pod (highest ordinal first); go on once its replacement ``joined``.

@@ -31,7 +31,7 @@ from typing import IO, Any
 from kooper.controlplane import processes
 from kooper.core import errors
 from kooper.emulator import cluster as emulated
-from kooper.protocol import messages
+from kooper.protocol import codec, messages
 
 WORKER_LABEL = "app.kubernetes.io/name"
 """The label key the demo WorkerGroup selects its pods by."""
@@ -43,6 +43,21 @@ REVISION_LABEL = "controller-revision-hash"
 
 class DemoError(errors.KooperError):
     """A demo process died or the drill could not go on: one line, then exit 1."""
+
+
+def acts_on_a_document(lease: Mapping[str, Any] | None) -> bool:
+    """Whether the report in a worker's Lease says its process applied a document the
+    operator wrote for it (a generation, where a new process reports -1): the operator
+    has taken it in. A roll that goes on only then never has two pods out of the
+    group at once, however far behind the operator is."""
+    annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(messages.REPORT_ANNOTATION)
+    if not text:
+        return False
+    try:
+        return codec.decode_report(text).generation >= 0
+    except errors.KooperError:
+        return False
 
 
 def log_tail(path: pathlib.Path, lines: int = 3) -> str:
@@ -326,6 +341,11 @@ class PodRunner:
         if owners and pod.uid not in owners:
             return False
         return messages.REPORT_ANNOTATION in (metadata.get("annotations") or {})
+
+    def has_assignment(self, pod: Pod) -> bool:
+        """Whether this incarnation joined and applied a document the operator wrote
+        for it (``acts_on_a_document``): where the demo's roll goes on."""
+        return self.has_joined(pod) and acts_on_a_document(self.lease_of(pod))
 
     def check_alive(self) -> None:
         """Raise if a worker process exited on its own (with the tail of its log)."""
