@@ -29,7 +29,8 @@ def issue(inputs: Inputs, memory: Memory, plan: model.Plan,
     member_epochs, fresh = memberships.by_member, memberships.fresh
     floor = memory.persisted.issued.epoch_floor
     if plan.state.epochs is not memory.persisted.state.epochs and plan.state.epochs:
-        floor = max(floor, *plan.state.epochs.values())
+        top = max(plan.state.epochs.values())  # (max(floor, *values) builds a 100,000-tuple)
+        floor = max(floor, top)
     to_write = set(plan.changed) | {m for m in inputs.edits if m in plan.members} | fresh
     writes = tuple(state.assignment_message(
         group=group.name, member=member, plan=plan.members[member], protocol=plan.protocol,
