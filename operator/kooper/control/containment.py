@@ -52,9 +52,15 @@ def carried(rejected: Rejected, connectors: Sequence[views.ConnectorView],
 def oversized(writes: Sequence[messages.Assignment]) -> tuple[str, str] | None:
     """(connector to reject, why) when some document is over the budget, else None."""
     sizes: dict[int, int] = {}  # by id: the documents of a round share their configs
+
+    def size(config: Mapping[str, str]) -> int:
+        found = sizes.get(id(config))
+        if found is None:
+            found = sizes[id(config)] = config_size(config)
+        return found
+
     for message in writes:
-        estimate = sum(sizes[id(c)] if id(c) in sizes else sizes.setdefault(id(c), config_size(c))
-                       for c in message.configs.values()) + 40 * (
+        estimate = sum(map(size, message.configs.values())) + 40 * (
             len(message.assigned.tasks) + len(message.assigned.connectors)
             + len(message.revoked.tasks) + len(message.revoked.connectors))
         if estimate < _CHEAP:

@@ -262,29 +262,29 @@ class StatefulSetPods:
                 raise TimeoutError(f"pod {name} was not (re)created in {timeout_s}s")
             time.sleep(0.2)
 
-    def has_joined(self, pod: PodRef) -> bool:
-        """Whether this incarnation's worker reported in its Lease (owned by this pod's uid)."""
+    def joined_lease(self, pod: PodRef) -> dict[str, Any] | None:
+        """The pod's Lease if this incarnation's worker reported in it (owned by this
+        pod's uid), else None."""
         try:
-            lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.ns.namespace}"
-                                 f"/leases/kooper-{pod.name}")
+            lease: dict[str, Any] = self.api.get(
+                f"/apis/coordination.k8s.io/v1/namespaces/{self.ns.namespace}"
+                f"/leases/kooper-{pod.name}")
         except apierrors.ApiError:
-            return False
+            return None
         metadata = lease.get("metadata", {})
         owners = {ref.get("uid") for ref in metadata.get("ownerReferences", [])}
-        return pod.uid in owners and messages.REPORT_ANNOTATION in (
+        joined = pod.uid in owners and messages.REPORT_ANNOTATION in (
             metadata.get("annotations") or {})
+        return lease if joined else None
+
+    def has_joined(self, pod: PodRef) -> bool:
+        """Whether this incarnation's worker reported in its Lease (``joined_lease``)."""
+        return self.joined_lease(pod) is not None
 
     def has_assignment(self, pod: PodRef) -> bool:
         """Whether this incarnation joined and applied a document the operator wrote
         for it (``pods.acts_on_a_document``): where the demo's roll goes on."""
-        if not self.has_joined(pod):
-            return False
-        try:
-            lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.ns.namespace}"
-                                 f"/leases/kooper-{pod.name}")
-        except apierrors.ApiError:
-            return False
-        return pods.acts_on_a_document(lease)
+        return pods.acts_on_a_document(self.joined_lease(pod))
 
     def rolling_restart(self, *, restart_s: float, joined: Callable[[Any], bool],
                         progress: Callable[[str], None], join_timeout_s: float = 60.0) -> None:

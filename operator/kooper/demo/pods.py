@@ -325,27 +325,31 @@ class PodRunner:
         """The worker's Lease ``kooper-<pod>`` if it exists."""
         return self.cluster.get("leases", f"kooper-{pod.name}", namespace=self.namespace)
 
-    def has_joined(self, pod: Pod) -> bool:
-        """Whether the pod's worker is alive and reported in its Lease (its JoinGroup).
+    def joined_lease(self, pod: Pod) -> dict[str, Any] | None:
+        """The pod's Lease if its worker is alive and reported in it (its JoinGroup), else None.
 
         The Lease must belong to this incarnation of the pod (its owner's uid): a
         Lease left by an earlier incarnation of the name must never count.
         """
         if pod.process.poll() is not None:
-            return False
+            return None
         lease = self.lease_of(pod)
         if lease is None:
-            return False
+            return None
         metadata = lease.get("metadata", {})
         owners = {ref.get("uid") for ref in metadata.get("ownerReferences", [])}
         if owners and pod.uid not in owners:
-            return False
-        return messages.REPORT_ANNOTATION in (metadata.get("annotations") or {})
+            return None
+        return lease if messages.REPORT_ANNOTATION in (metadata.get("annotations") or {}) else None
+
+    def has_joined(self, pod: Pod) -> bool:
+        """Whether this incarnation's worker reported in its Lease (``joined_lease``)."""
+        return self.joined_lease(pod) is not None
 
     def has_assignment(self, pod: Pod) -> bool:
         """Whether this incarnation joined and applied a document the operator wrote
         for it (``acts_on_a_document``): where the demo's roll goes on."""
-        return self.has_joined(pod) and acts_on_a_document(self.lease_of(pod))
+        return acts_on_a_document(self.joined_lease(pod))
 
     def check_alive(self) -> None:
         """Raise if a worker process exited on its own (with the tail of its log)."""
