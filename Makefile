@@ -20,8 +20,11 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kooper demo $(DEMO_ARGS)
 
-## make test: lint (ruff, mypy --strict, import-linter), the whole pytest suite and the kind tier.
-test: lint pytest kind-tier
+## make test: lint (ruff, mypy --strict, import-linter), then the whole pytest suite and the
+## kind tier side by side: most of either is waiting on real processes (a 2-core machine ran
+## pytest at a load average below 1). Each one's output is printed whole when it ends.
+test: lint
+	@$(MAKE) --no-print-directory -j2 --output-sync=target pytest kind-tier
 
 lint: $(STAMP)
 	$(BIN)/ruff check operator tests e2e benchmarks
