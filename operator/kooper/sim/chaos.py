@@ -277,11 +277,7 @@ class HardFaults(runner.NoFaults):
             sim.visible_epochs.pop(name, None)
         sim.modelled.remove(name)
         sim.trigger_round()
-        protocols = pod.protocols
-        if step.protocols:
-            protocols = runner.ALL if step.protocols == "compatible" else runner.EAGER_ONLY
-        down = step.down_ms if step.down_ms is not None else sim.lat.restart.draw(sim.rng)
-        sim.spawn(step.pod, protocols, down)
+        sim.respawn(step, pod)
         return name
 
     def orphan(self, name: ids.WorkerId, token: int) -> runner.Pod | None:

@@ -24,9 +24,9 @@ class FaultHooks(Protocol):
     ``Sim`` calls each at one point of its model; ``NoFaults`` is the run without any.
     A fault implementation (``sim.chaos.HardFaults``, ``sim.leaders.Terms``) is handed
     the ``Sim`` once (``attach``). It may read the run's state and call the model's
-    public steps, each documented where it is defined: ``Sim.play`` and
-    ``Sim.apply_step`` (a scenario step, ``runner``); ``spawn``, ``live_pod``, ``emit``
-    and ``trigger_round`` (``sim.world``); ``stop_all`` (``sim.member_side``);
+    public steps, each documented where it is defined: ``Sim.play``,
+    ``Sim.apply_step`` (a scenario step) and ``Sim.respawn`` (``runner``); ``spawn``,
+    ``live_pod``, ``emit`` and ``trigger_round`` (``sim.world``); ``stop_all`` (``sim.member_side``);
     ``execute``, ``land``, ``write_document``, ``record_audit`` and ``suspend``
     (``sim.operator_side``). It calls none of the model's private methods."""
 

@@ -148,6 +148,17 @@ class Sim(MemberSide, OperatorSide):
         """Play ``step`` (as the faults have it: ``FaultHooks.step``); the pod it touched."""
         return self.play(self.hooks.step(step))
 
+    def respawn(self, step: Step, pod: Pod, down_ms: int | None = None) -> None:
+        """The next process of ``pod``, which ``step`` restarts or deletes: up after
+        ``down_ms`` (else the step's, else a drawn restart), with the step's protocols
+        if it names them, else the pod's."""
+        if down_ms is None:
+            down_ms = step.down_ms if step.down_ms is not None else self.lat.restart.draw(self.rng)
+        protocols = pod.protocols
+        if step.protocols:
+            protocols = ALL if step.protocols == "compatible" else EAGER_ONLY
+        self.spawn(step.pod, protocols, down_ms)
+
     def play(self, step: Step) -> ids.WorkerId | None:
         """Play ``step`` as the simulator models it; returns the pod it touched."""
         name = ids.WorkerId(f"{self.config.group}-{step.pod}")
@@ -156,14 +167,11 @@ class Sim(MemberSide, OperatorSide):
         if step.action in (A.RESTART, A.KILL):
             if pod is None or name in self.permanent:
                 return None
-            protocols = pod.protocols
-            if step.protocols:
-                protocols = ALL if step.protocols == "compatible" else EAGER_ONLY
             if pod.alive:
                 self._depart(pod, graceful=step.action is A.RESTART)
             else:
                 pod.token = -1  # still coming up: that start is superseded
-            self.spawn(step.pod, protocols, down)
+            self.respawn(step, pod, down)
             return name
         if step.action is A.SCALE_UP:
             top = max((p.ordinal for p in self.pods.values()), default=-1)
