@@ -26,9 +26,9 @@ class FaultHooks(Protocol):
     the ``Sim`` once (``attach``). It may read the run's state and call the model's
     public steps, each documented where it is defined: ``Sim.play``,
     ``Sim.apply_step`` (a scenario step) and ``Sim.respawn`` (``runner``); ``spawn``,
-    ``live_pod``, ``emit`` and ``trigger_round`` (``sim.world``); ``stop_all`` (``sim.member_side``);
-    ``execute``, ``land``, ``write_document``, ``record_audit`` and ``suspend``
-    (``sim.operator_side``). It calls none of the model's private methods."""
+    ``live_pod``, ``emit`` and ``trigger_round`` (``sim.world``); ``stop_all``
+    (``sim.member_side``); ``execute``, ``land``, ``write_document``, ``record_audit``
+    and ``suspend`` (``sim.operator_side``). It calls none of the model's private methods."""
 
     def attach(self, sim: Sim) -> Mapping[str, Callable[..., None]]:
         """Bind to ``sim`` (before ``run``); returns the clock events the faults schedule,
