@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kooper.control import events as control_events
 from kooper.control import liveness, restore, selectors, snapshot, state, status, views
 from kooper.core import assignor, events, ids, model
 from kooper.protocol import codec, messages
@@ -223,6 +224,52 @@ def test_group_status_makes_unassigned_work_impossible_to_miss():
     assert by_type["Degraded"]["reason"] == "WorkUnassigned"
     assert by_type["Degraded"]["message"] == (
         "2 tasks and 1 connector unassigned: the group has no live member")
+
+
+def _join_that_revokes() -> tuple[model.Snapshot, model.PlanState, model.Plan]:
+    # a runs all four tasks of A; b joins with nothing: a is told to stop two of them,
+    # which no member is assigned until a acknowledges and the next round hands them on.
+    a = model.Member(W("a"), model.ConnectorsAndTasks.of(["A"], ["A-0", "A-1", "A-2", "A-3"]),
+                     generation=1, incarnation="a")
+    snap = model.Snapshot(connectors={"A": 4},
+                          members={W("a"): a, W("b"): model.Member(W("b"), incarnation="b")})
+    previous = model.PlanState(generation=1, assignments={W("a"): a.owned},
+                               assigned_at={W("a"): 1}, incarnations={W("a"): "a"})
+    plan = assignor.plan(snap, previous, now_ms=1_000)
+    assert plan.revoking
+    assert len(plan.unassigned) == 2
+    return snap, previous, plan
+
+
+def test_work_being_handed_over_is_rebalancing_not_a_degraded_group():
+    snap, _, plan = _join_that_revokes()
+    assert plan.stranded() == model.EMPTY
+    facts = status.GroupFacts(snapshot=snap, plan=plan, now_ms=1_000, pods_matched=2)
+    doc = status.group_status(facts, state={}, generation=1, previous={})
+    by_type = {c["type"]: c for c in doc["conditions"]}
+    assert doc["unassigned"] == 2  # the column still counts it: nobody is assigned it
+    assert (by_type["Ready"]["status"], by_type["Ready"]["reason"]) == (
+        "False", "RevokingForBalance")
+    assert (by_type["Degraded"]["status"], by_type["Degraded"]["reason"]) == (
+        "False", "AsExpected")
+
+
+def test_a_join_that_revokes_posts_no_unassigned_warning():
+    snap, previous, plan = _join_that_revokes()
+    out = control_events.Recorder(control_events.Reported())
+    control_events.round_events(out, previous=previous, plan=plan, snap=snap)
+    assert [e.reason for e in out.events] == ["MemberJoined", "RevokingForBalance"]
+    assert out.bad_input == []
+
+
+def test_work_nobody_hands_over_still_warns():
+    snap = model.Snapshot(connectors={"A": 2}, members={})
+    plan = assignor.plan(snap, model.PlanState(), now_ms=0)
+    out = control_events.Recorder(control_events.Reported())
+    control_events.round_events(out, previous=model.PlanState(), plan=plan, snap=snap)
+    warned = [e for e in out.events if e.reason == "WorkUnassigned"]
+    assert [(e.warning, e.message) for e in warned] == [
+        (True, "2 tasks and 1 connector unassigned: no live member")]
 
 
 def test_group_status_shows_revocations_held_back_by_the_backoff():

@@ -110,12 +110,13 @@ def round_events(out: Recorder, *, previous: model.PlanState, plan: model.Plan,
         out.event("DelayScheduled",
                   f"{status.describe(plan.state.lost_resources())} lost; rebalance scheduled "
                   f"in {plan.delay_ms // 1000}s at {views.format_time(delay.deadline_ms)}")
-    unassigned = len(plan.unassigned)
+    stranded = plan.stranded()  # work being handed over is no problem to warn of
+    unassigned = len(stranded)
     if unassigned and delay is None:
         if not any(e[0] == "WorkUnassigned" and e[1] == str(unassigned) for e in out.entries):
             out.forget("WorkUnassigned")
             out.once("WorkUnassigned", str(unassigned),
-                     f"{status.describe(plan.unassigned)} unassigned: "
+                     f"{status.describe(stranded)} unassigned: "
                      f"{'no live member' if not plan.members else 'waiting for members'}")
     else:
         out.forget("WorkUnassigned")

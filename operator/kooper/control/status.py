@@ -125,7 +125,7 @@ class GroupFacts:
 def group_conditions(facts: GroupFacts) -> list[Condition]:
     """Ready / Rebalancing / Degraded for one round."""
     plan = facts.plan
-    unassigned = plan.unassigned
+    unassigned = plan.stranded()  # work being handed over is Rebalancing, not a problem
     members = len(facts.snapshot.members)
     delay = plan.state.delay
     paced = (f"; {facts.paced} more move(s) wait for later rounds (at most "

@@ -315,3 +315,16 @@ class Plan:
     def revoking(self) -> bool:
         """Whether this round revokes anything (the group has not converged)."""
         return any(member.revoked for member in self.members.values())
+
+    def stranded(self) -> ConnectorsAndTasks:
+        """``unassigned`` less what is being handed over: what a member was told to stop
+        and has not acknowledged stopping (``state.revoking``), which the round that sees
+        the acknowledgement hands on. A join's revocations make that work unassigned for
+        a moment in every rolling restart; what is left waits for a member to run it."""
+        unassigned, revoking = self.unassigned, self.state.revoking
+        if not unassigned or not revoking:
+            return unassigned
+        handing = EMPTY
+        for resources in revoking.values():
+            handing = handing.union(resources)
+        return unassigned.difference(handing)
