@@ -7,8 +7,17 @@ import json
 
 import pytest
 
+from kooper.control import (
+    connector_status,
+    liveness,
+    restore,
+    selectors,
+    snapshot,
+    state,
+    status,
+    views,
+)
 from kooper.control import events as control_events
-from kooper.control import liveness, restore, selectors, snapshot, state, status, views
 from kooper.core import assignor, events, ids, model
 from kooper.protocol import codec, messages
 from kooper.shell import audit
@@ -260,6 +269,24 @@ def test_a_join_that_revokes_posts_no_unassigned_warning():
     control_events.round_events(out, previous=previous, plan=plan, snap=snap)
     assert [e.reason for e in out.events] == ["MemberJoined", "RevokingForBalance"]
     assert out.bad_input == []
+
+
+def test_a_connector_whose_tasks_are_handed_over_is_moving_not_degraded():
+    a = views.ConnectorView(namespace="ns", name="A", uid="u", generation=1, group="g",
+                            tasks_max=2, config={}, state="running", restart="", status={})
+
+    def conditions(handing: frozenset[str]) -> list[tuple[str, bool, str]]:
+        found = connector_status.connector_status(
+            a, holders={"A": W("a"), "A-0": W("a")}, owned={"A-1": W("a")}, epochs={},
+            group_exists=True, handing=handing)
+        return [(c.type, c.status, c.reason) for c in found["conditions"]]
+
+    # A-1 runs on a, which was told to stop it for b and has not acknowledged yet.
+    assert conditions(frozenset({"A-1"})) == [
+        ("Ready", False, "HandingOver"), ("Degraded", False, "AsExpected")]
+    # Unassigned and nobody handing it over: the problem it was before.
+    assert conditions(frozenset()) == [
+        ("Ready", False, "WorkUnassigned"), ("Degraded", True, "WorkUnassigned")]
 
 
 def test_work_nobody_hands_over_still_warns():

@@ -9,6 +9,7 @@ The conditions say the first of: the WorkerGroup is missing, the connector is re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kooper.control import views
@@ -28,6 +29,7 @@ def connector_status(
     failed: Mapping[str, Mapping[str, Any]] | None = None,
     task_restart: str = "",
     rejected: str = "",
+    handing: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     """A Connector's ``status`` (without conditions' timestamps settled).
 
@@ -39,7 +41,9 @@ def connector_status(
     ``failed`` holds, per resource with a failure record, the fields its entry shows
     (``state: Failed``, ``error``, ``restarts``, ``nextRestart``: ``failures.entry``);
     ``task_restart`` is the last ``kooper.dev/restart-task`` value acted on;
-    ``rejected`` why the connector is left unassigned (``control.containment``).
+    ``rejected`` why the connector is left unassigned (``control.containment``);
+    ``handing`` what is being handed over (``model.Plan.handing_over``): unassigned
+    for a moment, which is no problem (``HandingOver``, not ``WorkUnassigned``).
     """
     failed = failed or {}
     tasks, running = _tasks(connector, holders=holders, owned=owned, epochs=epochs,
@@ -55,7 +59,8 @@ def connector_status(
         "tasks": tasks,
         "conditions": _conditions(connector, tasks, instance=instance,
                                   instance_failure=instance_failure,
-                                  group_exists=group_exists, rejected=rejected),
+                                  group_exists=group_exists, rejected=rejected,
+                                  handing=handing),
     }
     if instance_failure:
         result["instance"] = {"worker": instance, **instance_failure}
@@ -94,9 +99,15 @@ def _tasks(connector: views.ConnectorView, *, holders: Mapping[str, ids.WorkerId
 
 def _conditions(connector: views.ConnectorView, tasks: list[dict[str, Any]], *,
                 instance: ids.WorkerId | None, instance_failure: Mapping[str, Any],
-                group_exists: bool, rejected: str) -> list[Condition]:
+                group_exists: bool, rejected: str,
+                handing: AbstractSet[str] = frozenset()) -> list[Condition]:
     """``Ready`` and ``Degraded``, from the first problem found (module docstring)."""
-    unassigned = sum(1 for t in tasks if t["state"] == UNASSIGNED)
+    moving = [t["id"] for t in tasks if t["state"] == UNASSIGNED]
+    if instance is None:
+        moving.append(connector.name)
+    unassigned = sum(1 for resource in moving if resource not in handing and
+                     resource != connector.name)
+    instance_stranded = instance is None and connector.name not in handing
     broken = [t["id"] for t in tasks if t["state"] == FAILED]
     if instance_failure.get("state") == FAILED:
         broken.insert(0, connector.name)
@@ -111,8 +122,8 @@ def _conditions(connector: views.ConnectorView, tasks: list[dict[str, Any]], *,
     if rejected:
         return [Condition("Ready", False, "Rejected", rejected[:1024]),
                 Condition("Degraded", True, "Rejected", rejected[:1024])]
-    if instance is None or unassigned:
-        what = "the connector instance" if instance is None else f"{unassigned} task(s)"
+    if instance_stranded or unassigned:
+        what = "the connector instance" if instance_stranded else f"{unassigned} task(s)"
         return [
             Condition("Ready", False, "WorkUnassigned", f"{what} not assigned to any member"),
             Condition("Degraded", True, "WorkUnassigned", f"{what} not assigned to any member"),
@@ -125,6 +136,10 @@ def _conditions(connector: views.ConnectorView, tasks: list[dict[str, Any]], *,
                    + (" ..." if len(broken) > 3 else ""))[:1024]
         return [Condition("Ready", False, "Failed", message),
                 Condition("Degraded", True, "Failed", message)]
+    if moving:
+        message = f"{len(moving)} resource(s) moving to another member"
+        return [Condition("Ready", False, "HandingOver", message),
+                Condition("Degraded", False, "AsExpected", "no problem detected")]
     return [
         Condition("Ready", True, "Assigned", "the instance and every task are assigned"),
         Condition("Degraded", False, "AsExpected", "no problem detected"),

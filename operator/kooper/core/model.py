@@ -321,10 +321,15 @@ class Plan:
         and has not acknowledged stopping (``state.revoking``), which the round that sees
         the acknowledgement hands on. A join's revocations make that work unassigned for
         a moment in every rolling restart; what is left waits for a member to run it."""
-        unassigned, revoking = self.unassigned, self.state.revoking
-        if not unassigned or not revoking:
+        unassigned = self.unassigned
+        if not unassigned or not self.state.revoking:
             return unassigned
+        return unassigned.difference(self.handing_over())
+
+    def handing_over(self) -> ConnectorsAndTasks:
+        """What members were told to stop and have not acknowledged stopping
+        (``state.revoking``): on its way to another member."""
         handing = EMPTY
-        for resources in revoking.values():
+        for resources in self.state.revoking.values():
             handing = handing.union(resources)
-        return unassigned.difference(handing)
+        return handing

@@ -105,6 +105,8 @@ class ConnectorStatuses:
             {member: part.assigned for member, part in work.plan.members.items()})
         dirty |= self._owned.update({m: live.owned for m, live in work.snapshot.members.items()})
         holders, owned = self._holders.tasks, self._owned.tasks
+        moving = work.plan.handing_over()
+        handing = moving.connectors | moving.tasks
         present = {connector.name for connector in work.connectors}
         for name in [n for n in self.patched if n not in present]:
             del self.patched[name]
@@ -136,7 +138,7 @@ class ConnectorStatuses:
                 group_exists=True, restart=restart if isinstance(restart, Mapping) else None,
                 instances=instances, failed=marked,
                 task_restart=work.task_restarts.get(connector.name, ""),
-                rejected=work.rejected.get(connector.name, ""))
+                rejected=work.rejected.get(connector.name, ""), handing=handing)
             settled = connector_status.settle_connector_status(wanted, previous=base,
                                                      generation=connector.generation,
                                                      now_ms=now_ms)
