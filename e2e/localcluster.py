@@ -85,9 +85,7 @@ def install_chart(kube: tools.Kube, *, namespace: str, release: str = "kooper",
                         release=release, namespace=namespace)
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     apply(kube, crds, namespace=namespace)
-    for crd in crds:
-        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}",
-                     "--timeout=60s", timeout=90)
+    kube.wait_established(*(crd["metadata"]["name"] for crd in crds))
     apply(kube, [d for d in docs if d["kind"] != "CustomResourceDefinition"], namespace=namespace)
     for deployment in (d for d in docs if d["kind"] == "Deployment"):
         kube.kubectl("-n", namespace, "rollout", "status",

@@ -66,6 +66,13 @@ class Kube:
             timeout=timeout, input_text=input_text,
         )
 
+    def wait_established(self, *crds: str) -> None:
+        """Until the CRDs named are Established (``localplane.wait_established``)."""
+        from kooper.demo import localplane
+
+        localplane.wait_established(
+            [self.kubectl_path, *self._config(), "--context", self.context], crds)
+
     def helm(self, *args: str, timeout: float = 600) -> str:
         return run("helm", *self._config(), "--kube-context", self.context, *args,
                    timeout=timeout)

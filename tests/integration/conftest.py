@@ -22,6 +22,7 @@ import pytest
 from e2e import localcluster, tools
 
 from kooper.controlplane import host
+from kooper.demo import localplane
 from kooper.sdk import kube as kube_api
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -51,8 +52,7 @@ def admin(cluster: host.Handle) -> kube_api.Api:
 def crds(k: tools.Kube) -> None:
     """``kubectl apply -f crds/`` (server-side), then wait until the API serves them."""
     k.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    k.kubectl("wait", "--for=condition=Established", "crd/workergroups.kooper.dev",
-              "crd/connectors.kooper.dev", "--timeout=60s", timeout=90)
+    k.wait_established(*localplane.CRD_NAMES)
 
 
 @pytest.fixture

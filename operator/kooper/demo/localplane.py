@@ -25,7 +25,7 @@ import pathlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from kooper.controlplane import binaries, host, processes
@@ -60,16 +60,41 @@ def admin_api(handle: host.Handle) -> kube.Api:
                     timeout_s=30)
 
 
+CRD_NAMES = ("workergroups.kooper.dev", "connectors.kooper.dev")
+
+
 def install_crds(handle: host.Handle) -> None:
     """``kubectl apply --server-side -f crds/``, then wait until both are Established."""
     kubectl = [str(handle.kubectl), "--kubeconfig", str(handle.kubeconfig)]
-    for argv in (["apply", "--server-side", "--force-conflicts", "-f", str(CRDS_DIR)],
-                 ["wait", "--for=condition=Established", "crd/workergroups.kooper.dev",
-                  "crd/connectors.kooper.dev", "--timeout=60s"]):
-        done = subprocess.run([*kubectl, *argv], capture_output=True, text=True, timeout=90,
-                              check=False)
-        if done.returncode != 0:
-            raise pods.DemoError(f"kubectl {argv[0]} crds/: {done.stderr.strip()}")
+    done = subprocess.run([*kubectl, "apply", "--server-side", "--force-conflicts", "-f",
+                           str(CRDS_DIR)], capture_output=True, text=True, timeout=90,
+                          check=False)
+    if done.returncode != 0:
+        raise pods.DemoError(f"kubectl apply crds/: {done.stderr.strip()}")
+    wait_established(kubectl, CRD_NAMES)
+
+
+def wait_established(kubectl: Sequence[str], names: Sequence[str], *,
+                     timeout_s: float = 60) -> None:
+    """``kubectl wait --for=condition=Established`` on the CRDs ``names`` (``kubectl``:
+    the command and its kubeconfig/context flags); DemoError if they are not in time.
+
+    kubectl's wait fails at once ("``.status.conditions`` accessor error") on a CRD the
+    API server has not given any condition yet, which a loaded machine makes likely
+    right after the apply: that is "not yet", and it waits again.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(1, int(deadline - time.monotonic()))
+        done = subprocess.run(
+            [*kubectl, "wait", "--for=condition=Established", *(f"crd/{n}" for n in names),
+             f"--timeout={left}s"],
+            capture_output=True, text=True, timeout=left + 30, check=False)
+        if done.returncode == 0:
+            return
+        if "conditions accessor error" not in done.stderr or time.monotonic() > deadline:
+            raise pods.DemoError(f"kubectl wait crds/: {done.stderr.strip()}")
+        time.sleep(0.2)  # no conditions yet: the next wait watches them appear
 
 
 @contextlib.contextmanager
