@@ -100,14 +100,12 @@ def _tasks(connector: views.ConnectorView, *, holders: Mapping[str, ids.WorkerId
 def _conditions(connector: views.ConnectorView, tasks: list[dict[str, Any]], *,
                 instance: ids.WorkerId | None, instance_failure: Mapping[str, Any],
                 group_exists: bool, rejected: str,
-                handing: AbstractSet[str] = frozenset()) -> list[Condition]:
+                handing: AbstractSet[str]) -> list[Condition]:
     """``Ready`` and ``Degraded``, from the first problem found (module docstring)."""
     moving = [t["id"] for t in tasks if t["state"] == UNASSIGNED]
     if instance is None:
         moving.append(connector.name)
-    unassigned = sum(1 for resource in moving if resource not in handing and
-                     resource != connector.name)
-    instance_stranded = instance is None and connector.name not in handing
+    stranded = [resource for resource in moving if resource not in handing]
     broken = [t["id"] for t in tasks if t["state"] == FAILED]
     if instance_failure.get("state") == FAILED:
         broken.insert(0, connector.name)
@@ -122,8 +120,9 @@ def _conditions(connector: views.ConnectorView, tasks: list[dict[str, Any]], *,
     if rejected:
         return [Condition("Ready", False, "Rejected", rejected[:1024]),
                 Condition("Degraded", True, "Rejected", rejected[:1024])]
-    if instance_stranded or unassigned:
-        what = "the connector instance" if instance_stranded else f"{unassigned} task(s)"
+    if stranded:
+        what = ("the connector instance" if connector.name in stranded
+                else f"{len(stranded)} task(s)")
         return [
             Condition("Ready", False, "WorkUnassigned", f"{what} not assigned to any member"),
             Condition("Degraded", True, "WorkUnassigned", f"{what} not assigned to any member"),

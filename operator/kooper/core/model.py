@@ -329,7 +329,8 @@ class Plan:
     def handing_over(self) -> ConnectorsAndTasks:
         """What members were told to stop and have not acknowledged stopping
         (``state.revoking``): on its way to another member."""
-        handing = EMPTY
-        for resources in self.state.revoking.values():
-            handing = handing.union(resources)
-        return handing
+        revoking = self.state.revoking.values()
+        if not revoking:
+            return EMPTY
+        return ConnectorsAndTasks(frozenset().union(*(r.connectors for r in revoking)),
+                                  frozenset().union(*(r.tasks for r in revoking)))
