@@ -189,3 +189,50 @@ def test_a_runner_that_models_its_processes_departs_a_vanished_member_at_once():
                            now_ms=T0 + 1_000)
     assert decided.deletes == (W("a"),)
     assert not a.owned.difference(given(decided, to="b"))
+
+
+def last_version(m: model.Member, *, left: bool, owned: model.ConnectorsAndTasks = model.EMPTY,
+                 incarnation: str | None = None) -> views.LeaseView:
+    """The last version of ``m``'s deleted Lease (the watch's DELETED event), whose report
+    says it ``left`` (or not), owning ``owned``, written by ``incarnation``."""
+    found = lease(m, T0 + 900)
+    assert found.report is not None
+    report = dataclasses.replace(found.report, owned=owned, left=left,
+                                 incarnation=incarnation or m.incarnation)
+    return dataclasses.replace(found, report=report)
+
+
+def test_a_worker_that_said_it_left_departs_at_once_even_when_its_pod_went_with_its_lease():
+    """The worker wrote its last report, deleted its Lease and exited within one
+    debounce: the round sees both gone. The Lease's last version, which the DELETED event
+    carried, says that incarnation stopped everything and left."""
+    memory, a, b = settled()
+    decided = control.step(inputs([(b, T0 + 1_000)], [b], released=[
+        last_version(a, left=True)]), memory, now_ms=T0 + 1_000)
+    assert decided.deletes == (W("a"),)
+    assert not a.owned.difference(given(decided, to="b"))
+
+
+def test_a_member_kept_as_vanished_departs_when_its_lease_goes_saying_it_left():
+    """The pod's DELETED event came before the Lease's: kept for the budget, then the
+    Lease's last version says the worker left."""
+    memory, a, b = settled()
+    kept = control.step(inputs([(a, T0 + 1), (b, T0 + 1_000)], [b]), memory, now_ms=T0 + 1_000)
+    assert kept.deletes == ()
+    decided = control.step(inputs([(b, T0 + 1_100)], [b], released=[
+        last_version(a, left=True)]), kept.memory, now_ms=T0 + 1_100)
+    assert decided.deletes == (W("a"),)
+    assert not a.owned.difference(given(decided, to="b"))
+
+
+def test_a_last_version_that_does_not_say_so_proves_nothing():
+    """A force-deleted pod's Lease, collected after it, carries a report owning work; one
+    of another incarnation, or one still owning something, is no word of this process."""
+    memory, a, b = settled()
+    for last in (last_version(a, left=False, owned=a.owned), last_version(a, left=False),
+                 last_version(a, left=True, incarnation="2"),
+                 last_version(a, left=True, owned=a.owned)):
+        decided = control.step(inputs([(b, T0 + 1_000)], [b], released=[last]), memory,
+                               now_ms=T0 + 1_000)
+        assert decided.deletes == ()
+        assert not given(decided, to="b").intersection(a.owned)

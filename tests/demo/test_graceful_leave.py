@@ -1,6 +1,9 @@
 """A pod stopped the kubelet's way, with the real operator and the real worker (~15 s)."""
 
 import json
+import sys
+
+import pytest
 
 from kooper.demo import cluster, drill, pods, recorder
 from kooper.protocol import codec, messages
@@ -17,15 +20,23 @@ def audit_rows(embedded):
             if line.startswith("{")]
 
 
+# The second run debounces for 2 s: the round after the pod starts terminating sees its
+# Lease and the pod gone together, and only the Lease's last version (the DELETED event)
+# tells that the worker left rather than a force-deleted pod whose Lease was collected.
+DEBOUNCES = {"default": (), "coalesced": ("--debounce", "2")}
+
+
+@pytest.mark.parametrize("debounce", sorted(DEBOUNCES))
 def test_a_stopped_pod_stops_its_work_releases_its_lease_and_the_operator_moves_the_work(
-        tmp_path):
+        tmp_path, debounce):
     seen = []
 
     def listen(_rv, spec, kind, obj, _old):
         if spec.plural in ("pods", "leases") and obj["metadata"]["name"].endswith("workers-1"):
             seen.append((kind, spec.plural, obj))
 
-    with cluster.EmbeddedCluster(workdir=tmp_path) as embedded:
+    command = (sys.executable, "-m", "kooper.cli", "run", *DEBOUNCES[debounce])
+    with cluster.EmbeddedCluster(workdir=tmp_path, operator_command=command) as embedded:
         runner = pods.PodRunner(embedded.api, workdir=tmp_path, replicas=SETTINGS.pods,
                                 worker_args=drill.worker_args(SETTINGS, run="leave"))
         try:

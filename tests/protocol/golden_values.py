@@ -84,6 +84,17 @@ GOLDEN: dict[str, messages.Assignment | messages.Report] = {
         member_epoch=7,
         rejoins=2,
     ),
+    # The last report of a worker leaving on SIGTERM (optional, added within v1): it
+    # stopped everything and starts nothing again; the operator may read it in the
+    # Lease's last version after the Lease is gone.
+    "v1/report_left.json": messages.Report(
+        member="workers-2",
+        incarnation="3f7a9b10",
+        protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
+        generation=12,
+        member_epoch=4,
+        left=True,
+    ),
     "v1/assignment_eager_revoke_all.json": messages.Assignment(
         group="connect",
         member="workers-3",
@@ -180,5 +191,6 @@ ENCODER_OUTPUT = (
     "v1/report_member_epoch.json",
     "v1/assignment_rejoins.json",
     "v1/report_rejoins.json",
+    "v1/report_left.json",
 )
 """Golden files that are byte-for-byte what the current encoder writes."""

@@ -96,4 +96,5 @@ def reports(names: st.SearchStrategy[str] = NAMES) -> st.SearchStrategy[messages
             max_size=6,
         ),
         member_epoch=EPOCHS,
+        left=st.booleans(),
     )

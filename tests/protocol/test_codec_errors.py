@@ -108,6 +108,7 @@ def test_a_malformed_assignment_names_the_bad_field(path, value, message):
         (("protocols",), "eager", "report.protocols: expected a list"),
         (("generation",), -2, "report.generation: expected an integer >= -1, got -2"),
         (("fenced",), "no", "report.fenced: expected a boolean"),
+        (("left",), 1, "report.left: expected a boolean"),
         (("owned", "tasks"), {"": [0]}, "report.owned.tasks: expected non-empty connector names"),
         (("member",), _DELETE, "report: missing required field 'member'"),
         (("failed",), {"A-0": None}, "report.failed['A-0']: expected a string"),

@@ -134,6 +134,10 @@ def reference_report(report: messages.Report, *, compact=False) -> str:
         document["failureCounts"] = _failure_counts(report.failure_counts)
     if report.member_epoch:
         document["memberEpoch"] = report.member_epoch
+    if report.rejoins:
+        document["rejoins"] = report.rejoins
+    if report.left:
+        document["left"] = True
     return _dumps(document)
 
 

@@ -217,9 +217,26 @@ def test_terminate_stops_everything_gracefully_reports_empty_and_releases_the_le
     assert {(a.resource, a.lost) for a in batches[0]} == {("A", False), ("A-0", False)}
     assert isinstance(batches[1][0], WriteReport)
     assert not batches[1][0].report.owned
+    assert batches[1][0].report.left  # the operator may read it after the Lease is gone
     assert isinstance(batches[2][0], sdk_session.ReleaseLease)
     assert session.state is member.MemberState.LEFT
     assert session.next_actions() == []
+
+
+def test_only_the_last_report_of_a_leaving_member_says_it_left():
+    session = new_session()
+    session.receive_assignment(assignment(1, ["A"], ["A-0"]))
+    reports = [a.report for batch in drive(session) for a in batch if isinstance(a, WriteReport)]
+    assert reports
+    assert not any(report.left for report in reports)
+    session.terminate()
+    assert not session.report().left  # A and A-0 are still to stop
+    (stops,) = [session.next_actions()]
+    assert {action.resource for action in stops} == {"A", "A-0"}
+    session.done(stops[0])
+    assert not session.report().left
+    session.done(stops[1])
+    assert session.report().left
 
 
 def test_terminate_does_not_wait_for_a_report_that_cannot_be_written():

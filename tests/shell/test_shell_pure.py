@@ -493,3 +493,28 @@ def test_each_operator_process_has_an_identity_of_its_own(monkeypatch):
     first, second = settings.default_identity(), settings.default_identity()
     assert first != second
     assert first.startswith("kooper-abc/1-")
+
+
+def test_the_last_version_of_a_deleted_member_lease_is_kept_until_its_name_comes_back():
+    """kopf's indexes drop a deleted Lease; its DELETED event carries the last version,
+    whose report may say the worker left (``control.liveness.left``)."""
+    from kooper.shell import controller, settings
+
+    shell = controller.Shell(settings.Config(identity="t"))
+    shell.index_views = index = controller.IndexViews({})
+    last = _lease(report=codec.encode_report(messages.Report(
+        member="w-0", incarnation="i1", protocols=frozenset({model.Protocol.COMPATIBLE}),
+        generation=3, left=True)))
+    shell.lease_seen(_lease(), deleted=False)
+    assert list(index.released("default")) == []
+    shell.lease_seen(last, deleted=True)
+    assert list(index.released("default")) == [last]
+    assert list(index.released("other")) == []
+    assert liveness.left(index.released("default")) == {"w-0": "i1"}
+    shell.lease_seen(_lease(), deleted=False)  # a new incarnation under the name
+    assert list(index.released("default")) == []
+    for n in range(controller.RELEASED_KEPT + 5):
+        index.lease_deleted(_lease(member=f"w-{n}"))
+    kept = list(index.released("default"))
+    assert len(kept) == controller.RELEASED_KEPT
+    assert kept[0].member == "w-5"  # the oldest went first

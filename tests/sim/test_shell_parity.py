@@ -36,6 +36,9 @@ class RecordedViews:
     def leases(self, namespace: str) -> Iterable[views.LeaseView]:
         return self.inputs.leases
 
+    def released(self, namespace: str) -> Iterable[views.LeaseView]:
+        return self.inputs.released
+
     def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
         return self.inputs.connectors
 

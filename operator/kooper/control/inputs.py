@@ -68,6 +68,12 @@ class Inputs:
     rollouts: Mapping[Owner, RolloutFacts] = dataclasses.field(default_factory=dict)
     """The update revision of each member pod's owner (``control.rollout.owners_to_read``);
     an owner left out (not read, or not rolling pods) makes no member outdated."""
+    released: Sequence[views.LeaseView] = ()
+    """Member Leases deleted lately, as their last version was (the watch's DELETED event
+    carries it; the shell keeps the latest per name until a Lease of that name is back).
+    One whose report says its worker left proves that incarnation stopped
+    (``control.liveness.left``), even in a round that sees its Lease and its pod gone
+    together."""
     gone_means_stopped: bool = False
     """The runner models its members' processes, and one whose pod vanished stopped with
     it (the simulator's crash, ``kooper replay``). The operator never knows that: a member

@@ -21,7 +21,12 @@ renewal may have landed after the last version we observed, and before the pod
 went). The next incarnation under its name is no member before then either. Only the
 pod that the member's Lease named proves a process stopped: a new incarnation in the
 same pod (the kubelet restarts a container after it exited), a Lease its worker
-deleted (``Worker.leave``) or that expired while that pod was there.
+deleted (``Worker.leave``) or that expired while that pod was there. Or the worker's
+own word: the last version of a deleted Lease (the watch's DELETED event carries it)
+whose report says that incarnation ``left`` (``left``). Without it, a round that first
+sees the Lease and the pod gone together (the worker wrote its last report, deleted
+its Lease and exited within one debounce) could not tell a graceful leave from a
+force-deleted pod whose Lease was collected after it.
 
 A departure is *permanent* when Kubernetes tells us the pod will not come back
 under its name: its StatefulSet was scaled below its ordinal, or its owner is
@@ -32,7 +37,7 @@ scheduled-rebalance delay.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from kooper.control import views
 from kooper.core import ids, model
@@ -109,6 +114,14 @@ class Vanished:
     """When its fence budget has run out on our clock: it departs then."""
 
 
+def left(released: Iterable[views.LeaseView]) -> Mapping[ids.WorkerId, str]:
+    """member → the incarnation whose last report, in the last version of its deleted
+    Lease, says it left: it stopped everything and starts nothing again."""
+    return {ids.WorkerId(lease.member): lease.report.incarnation for lease in released
+            if lease.report is not None and lease.report.left and not lease.report.owned
+            and lease.report.incarnation and lease.report.member == lease.member}
+
+
 def vanished(
     previous: Mapping[ids.WorkerId, Vanished], *, state: model.PlanState,
     live: Mapping[ids.WorkerId, model.Member], pods: Mapping[str, views.PodView],
@@ -116,6 +129,7 @@ def vanished(
     reports: Mapping[ids.WorkerId, messages.Report], now_ms: int, default_duration_s: int,
     skew_s: int,
     documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None = None,
+    gone: Mapping[ids.WorkerId, str] | None = None,
 ) -> Mapping[ids.WorkerId, Vanished]:
     """Members that hold work and whose process may run on without a pod, until when.
 
@@ -124,15 +138,19 @@ def vanished(
     after this round's ``observe``, ``reports`` the last good reports, ``documents``
     what the ConfigMaps a just-restored leader read assign or revoke
     (``Memory.given`` in its first round: a KIP-415 leader that forgot the
-    assignments still knows them). Returns ``previous``
-    itself when nothing changed.
+    assignments still knows them), ``gone`` the incarnations that said they left
+    (``left``): none of them is kept. Returns ``previous`` itself when nothing changed.
     """
+    said_left = gone or {}
     result = {m: v for m, v in previous.items()
-              if now_ms < v.until_ms and m in state.assignments}
+              if now_ms < v.until_ms and m in state.assignments
+              and said_left.get(m) != v.report.incarnation}
     by_name: dict[str, views.LeaseView] | None = None
     for member, was, held in _holders(state, documents):
         if member in previous:
-            continue  # kept above, or its budget ran out: it departs now
+            continue  # kept above, or its budget ran out (or it left): it departs now
+        if was and said_left.get(member) == was:
+            continue  # its last report says it stopped everything and left
         found = live.get(member)
         if found is not None and (not was or found.incarnation == was):
             continue  # live, as the incarnation that holds the work

@@ -112,6 +112,7 @@ class RawReport(TypedDict, total=False):
     failureCounts: RawFailureCounts
     memberEpoch: int
     rejoins: int
+    left: bool
 
 
 # --- encoding -----------------------------------------------------------------
@@ -387,6 +388,8 @@ def encode_report(report: messages.Report) -> str:
         fields["memberEpoch"] = _integer(report.member_epoch)
     if report.rejoins:
         fields["rejoins"] = _integer(report.rejoins)
+    if report.left:
+        fields["left"] = _json(True)
     text = _object_text(fields)
     if len(text) <= messages.MAX_REPORT_BYTES:
         return text
@@ -678,6 +681,9 @@ def _decode_report(document: Mapping[str, Any], *, compact: bool) -> messages.Re
     fenced = document.get("fenced", False)
     if not isinstance(fenced, bool):
         raise _fail(f"{where}.fenced", "a boolean", fenced)
+    left = document.get("left", False)
+    if not isinstance(left, bool):
+        raise _fail(f"{where}.left", "a boolean", left)
     return messages.Report(
         member=_str(_field(document, where, "member"), f"{where}.member", nonempty=True),
         incarnation=_str(document.get("incarnation", ""), f"{where}.incarnation"),
@@ -691,6 +697,7 @@ def _decode_report(document: Mapping[str, Any], *, compact: bool) -> messages.Re
         ),
         member_epoch=_int(document.get("memberEpoch", 0), f"{where}.memberEpoch", minimum=0),
         rejoins=_int(document.get("rejoins", 0), f"{where}.rejoins", minimum=0),
+        left=left,
     )
 
 

@@ -104,3 +104,7 @@ class Report:
     failure_counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Every resource failing now, with how many times it failed in this incarnation
     (>= 1). Empty from a writer that predates it (then ``failed`` is all there is)."""
+    left: bool = False
+    """True in the last report of an incarnation that is leaving (SIGTERM): it stopped
+    everything, owns nothing and will start nothing again. The operator may read it in
+    the Lease's last version after the Lease is gone (``control.liveness.left``)."""

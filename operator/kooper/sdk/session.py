@@ -535,6 +535,10 @@ class Session:
             failure_counts={
                 resource: self._failure_counts.get(resource, 1) for resource in self._failed
             },
+            # Leaving with nothing to stop and no start still running late (a zombie):
+            # the report that proves this incarnation runs nothing any more.
+            left=(self.state is _S.LEAVING and not self._owned and not self._cleanup
+                  and not self._zombies),
         )
 
     @property

@@ -24,11 +24,33 @@ from kooper.shell.login import Login
 logger = logging.getLogger("kooper.shell")
 
 
+RELEASED_KEPT = 1024
+"""How many deleted member Leases' last versions ``IndexViews`` keeps (the oldest go first)."""
+
+
 class IndexViews:
-    """``rounds.Views`` over kopf indexes (``kopf.Index``: key → store of values)."""
+    """``rounds.Views`` over kopf indexes (``kopf.Index``: key → store of values), plus the
+    last versions of deleted member Leases, which no index keeps."""
 
     def __init__(self, indices: Mapping[str, Any]) -> None:
         self._indices = indices
+        self._released: dict[tuple[str, str], views.LeaseView] = {}
+
+    def lease_deleted(self, lease: views.LeaseView) -> None:
+        """Keep the last version of a deleted member Lease (its DELETED event's object)."""
+        key = (lease.namespace, lease.name)
+        self._released.pop(key, None)
+        self._released[key] = lease
+        while len(self._released) > RELEASED_KEPT:
+            del self._released[next(iter(self._released))]
+
+    def lease_back(self, lease: views.LeaseView) -> None:
+        """A Lease of that name exists again: its deleted version says nothing any more."""
+        self._released.pop((lease.namespace, lease.name), None)
+
+    def released(self, namespace: str) -> Iterable[views.LeaseView]:
+        """Deleted member Leases of a namespace, as they last were."""
+        return [lease for (ns, _), lease in self._released.items() if ns == namespace]
 
     def _values(self, index: str, key: object) -> Iterable[Any]:
         store = self._indices[index].get(key)
@@ -220,8 +242,12 @@ class Shell:
         key = (lease.namespace, lease.name)
         if deleted:
             self._leases.pop(key, None)
+            if self.index_views is not None:
+                self.index_views.lease_deleted(lease)
             self.poke_namespace(lease.namespace)
             return
+        if self.index_views is not None:
+            self.index_views.lease_back(lease)
         before = self._leases.get(key)
         duration = lease.duration_s or 30
         self._leases[key] = (lease.report_text + "|" + lease.incarnation, lease.renew_ms,

@@ -46,6 +46,9 @@ class Views(Protocol):
     def leases(self, namespace: str) -> Iterable[views.LeaseView]:
         """Every member Lease of the namespace."""
 
+    def released(self, namespace: str) -> Iterable[views.LeaseView]:
+        """Member Leases of the namespace deleted lately, as they last were."""
+
     def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
         """Connectors naming ``group``."""
 
@@ -276,6 +279,7 @@ class GroupRunner:
         inputs = control.Inputs(
             group=group, pods=list(self.ctx.views.pods(self.namespace)),
             leases=list(self.ctx.views.leases(self.namespace)),
+            released=list(self.ctx.views.released(self.namespace)),
             connectors=list(self.ctx.views.connectors(self.namespace, self.name)),
             configmaps=configmaps, leader=self.ctx.identity,
             leader_epoch=self.writer.epoch)
