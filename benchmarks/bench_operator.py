@@ -130,12 +130,12 @@ class Workers:
         self.state: dict[str, tuple[str, int, model.ConnectorsAndTasks]] = {}
         self.leaving: list[str] = []
 
-    def report(self, name: str) -> str:
+    def report(self, name: str, *, left: bool = False) -> str:
         incarnation, generation, owned = self.state[name]
         return codec.encode_report(messages.Report(
             member=name, incarnation=incarnation,
             protocols=frozenset({model.Protocol.EAGER, model.Protocol.COMPATIBLE}),
-            generation=generation, owned=owned))
+            generation=generation, owned=model.EMPTY if left else owned, left=left))
 
     def add(self, name: str) -> None:
         self.state[name] = (uuid.uuid4().hex[:8], -1, model.EMPTY)
@@ -152,10 +152,13 @@ class Workers:
         }, namespace=NS)
 
     def remove(self, name: str) -> None:
-        """The member leaves as ``Worker.leave`` does: its Lease goes while its pod is still
-        there (what proves the process stopped); the pod goes once the group converged
-        (``reap``). A pod deleted with its Lease is a pod whose process may still run
+        """The member leaves as ``Worker.leave`` does: its last report says it left (what
+        proves the process stopped), then its Lease goes while its pod is still there; the
+        pod goes once the group converged (``reap``). A Lease deleted without that word,
+        or a pod deleted with its Lease, may leave a process running
         (``control.liveness.vanished``): its work would wait out the Lease's hour."""
+        self.emulated.patch(LEASES, f"kooper-{name}", {"metadata": {"annotations": {
+            messages.REPORT_ANNOTATION: self.report(name, left=True)}}}, namespace=NS)
         self.state.pop(name)
         self.emulated.delete(LEASES, f"kooper-{name}", namespace=NS)
         self.leaving.append(name)

@@ -174,10 +174,58 @@ def test_a_process_restarted_in_the_same_pod_gets_its_work_back_at_once():
     assert given(decided, to="a", incarnation="2") == a.owned
 
 
-def test_a_worker_that_left_while_its_pod_was_there_departs_at_once():
-    """``Worker.leave`` deletes the Lease after stopping everything; the pod goes later."""
+def terminating(m: model.Member) -> views.PodView:
+    return dataclasses.replace(modelled.pod(GROUP, m), deleting=True)
+
+
+def test_a_worker_that_left_while_its_pod_was_stopping_departs_at_once():
+    """``Worker.leave`` deletes the Lease after stopping everything; the pod goes later.
+    (A worker that predates ``Report.left`` says no more than that.)"""
     memory, a, b = settled()
-    decided = control.step(inputs([(b, T0 + 1_000)], [a, b]), memory, now_ms=T0 + 1_000)
+    decided = control.step(dataclasses.replace(
+        inputs([(b, T0 + 1_000)], [b]), pods=[terminating(a), modelled.pod(GROUP, b)]),
+        memory, now_ms=T0 + 1_000)
+    assert decided.deletes == (W("a"),)
+    assert not a.owned.difference(given(decided, to="b"))
+
+
+def test_a_lease_someone_else_deleted_moves_none_of_the_work_of_the_worker_running_on():
+    """``kubectl delete lease``: the worker does not know and runs on; its next renewal
+    creates the Lease again. Found on the local plane: the work ran on two pods for
+    0.6 s when such a Lease counted as the worker's own leave."""
+    memory, a, b = settled()
+    times = (T0 + 1_000, T0 + 3_000)
+    memory, steps = run(memory, times, lambda now: inputs([(b, now)], [a, b]))
+    for decided in steps:
+        assert decided.deletes == ()
+        assert not given(decided, to="b").intersection(a.owned)
+    back = control.step(inputs([(a, T0 + 4_000), (b, T0 + 4_000)], [a, b]), memory,
+                        now_ms=T0 + 4_000)
+    assert back.deletes == ()
+    assert not given(back, to="b").intersection(a.owned)
+    assert not back.memory.volatile.vanished  # a member again, holding its work
+
+
+def test_a_lease_deleted_for_good_while_its_pod_runs_departs_when_the_budget_ran_out():
+    """A worker that cannot renew fences itself by the budget: its work moves then."""
+    memory, a, b = settled()
+    noticed = T0 + 1_000
+    memory, steps = run(memory, (noticed, noticed + BUDGET_MS - 1),
+                        lambda now: inputs([(b, now)], [a, b]))
+    for decided in steps:
+        assert not given(decided, to="b").intersection(a.owned)
+    gone = control.step(inputs([(b, noticed + BUDGET_MS)], [a, b]), memory,
+                        now_ms=noticed + BUDGET_MS)
+    assert gone.deletes == (W("a"),)
+    assert not a.owned.difference(given(gone, to="b"))
+
+
+def test_a_worker_that_said_it_left_while_its_pod_runs_departs_at_once():
+    """A container stopped without its pod (a failed liveness probe): SIGTERM, the
+    worker leaves, the kubelet restarts the container later."""
+    memory, a, b = settled()
+    decided = control.step(inputs([(b, T0 + 1_000)], [a, b], released=[
+        last_version(a, left=True)]), memory, now_ms=T0 + 1_000)
     assert decided.deletes == (W("a"),)
     assert not a.owned.difference(given(decided, to="b"))
 

@@ -20,10 +20,14 @@ while the Lease is still there, else the round that first saw the pod gone (a
 renewal may have landed after the last version we observed, and before the pod
 went). The next incarnation under its name is no member before then either. Only the
 pod that the member's Lease named proves a process stopped: a new incarnation in the
-same pod (the kubelet restarts a container after it exited), a Lease its worker
-deleted (``Worker.leave``) or that expired while that pod was there. Or the worker's
-own word: the last version of a deleted Lease (the watch's DELETED event carries it)
-whose report says that incarnation ``left`` (``left``). Without it, a round that first
+same pod (the kubelet restarts a container after it exited), a Lease that expired while
+that pod was there, or one deleted while that pod was stopping (``Worker.leave`` of a
+worker that predates ``left``). Or the worker's own word: the last version of a
+deleted Lease (the watch's DELETED event carries it) whose report says that
+incarnation ``left`` (``left``). A Lease gone while its pod runs on, with no such
+word, was deleted by someone else (``kubectl delete lease``): the worker runs on and
+its next renewal creates the Lease again, so the member keeps its work meanwhile (and
+is a member again then), or departs when its budget ran out. Without it, a round that first
 sees the Lease and the pod gone together (the worker wrote its last report, deleted
 its Lease and exited within one debounce) could not tell a graceful leave from a
 force-deleted pod whose Lease was collected after it.
@@ -144,7 +148,8 @@ def vanished(
     said_left = gone or {}
     result = {m: v for m, v in previous.items()
               if now_ms < v.until_ms and m in state.assignments
-              and said_left.get(m) != v.report.incarnation}
+              and said_left.get(m) != v.report.incarnation
+              and not _live_as(live, m, v.report.incarnation)}
     by_name: dict[str, views.LeaseView] | None = None
     for member, was, held in _holders(state, documents):
         if member in previous:
@@ -157,12 +162,17 @@ def vanished(
         name = views.configmap_name(member)
         last = before.get(name)
         uid = last[0][4] if last is not None else ""
-        pod = pods.get(member)
-        if uid and pod is not None and pod.uid == uid:
-            continue  # the pod its Lease named is there: stopped or timed by its Lease
         if by_name is None:
             by_name = {lease.name: lease for lease in leases}
         lease = by_name.get(name)
+        pod = pods.get(member)
+        if uid and pod is not None and pod.uid == uid and (lease is not None or pod.deleting):
+            # The pod its Lease named is there: a new incarnation in it (the old one
+            # exited), its Lease there but expired (it fenced itself), or its Lease gone
+            # while the pod stops (a worker that predates ``left`` leaving). A Lease gone
+            # while its pod runs on, with no word that it left, was deleted by someone
+            # else: the worker runs on and renews it again, so it keeps its work.
+            continue
         base, duration = now_ms, last[0][2] if last is not None else None
         if lease is not None and uid and lease.pod_uid == uid and name in observed:
             base, duration = observed[name][1], lease.duration_s  # not collected yet
@@ -176,6 +186,13 @@ def vanished(
                                      owned=held)
         result[member] = Vanished(report, until)
     return previous if result == previous else result
+
+
+def _live_as(live: Mapping[ids.WorkerId, model.Member], member: ids.WorkerId,
+             incarnation: str) -> bool:
+    """Whether ``member`` is live again as ``incarnation`` (its Lease was back)."""
+    found = live.get(member)
+    return found is not None and bool(incarnation) and found.incarnation == incarnation
 
 
 def _holders(state: model.PlanState,

@@ -1,0 +1,44 @@
+"""A member's Lease deleted by someone else while its worker runs (~15 s).
+
+An admin's ``kubectl delete lease``, a cleanup script: the worker does not know and
+runs on; its next renewal creates the Lease again. A Lease gone while its pod is there
+proves nothing by itself, so the operator must not hand the member's work to anyone
+meanwhile: nothing may run on two pods.
+"""
+
+import time
+
+from kooper.demo import cluster, drill, pods, recorder
+from kooper.sim import metrics
+
+SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_s=0,
+                          lease_s=6, start_ms=100, stop_ms=200)
+
+
+def test_a_deleted_lease_of_a_running_worker_moves_none_of_its_work(tmp_path):
+    with cluster.EmbeddedCluster(workdir=tmp_path) as embedded:
+        runner = pods.PodRunner(embedded.api, workdir=tmp_path, replicas=SETTINGS.pods,
+                                worker_args=drill.worker_args(SETTINGS, run="lease"))
+        try:
+            drill.create_objects(embedded, SETTINGS, protocol="compatible", policy="kooper",
+                                 app_label=runner.app_label)
+            runner.start_all()
+            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                                 timeout_s=60, balanced=True)
+            name = "kooper-workers-1"
+            before = embedded.get("leases", name)
+            assert before is not None
+            embedded.api.delete("leases", name, namespace=embedded.namespace)
+            # The worker renews every lease_s / 3 s: wait until its renewal made it again.
+            cluster.wait_for(lambda: embedded.get("leases", name) is not None,
+                             timeout_s=30, what="the worker to create its Lease again")
+            time.sleep(1.0)  # let the rounds the deletion and the renewal caused settle
+            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                                 timeout_s=60)
+        finally:
+            runner.shutdown()
+    # The workers' own rows alone: the operator's audit log says when it thought a
+    # member left, which is what is being tested.
+    rows = recorder.collect(worker_files=runner.events_files(), audit_file=None,
+                            run="lease", group="demo", protocol="compatible", policy="kooper")
+    assert metrics.run_metrics(rows).overlaps == 0
