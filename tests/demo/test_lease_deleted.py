@@ -26,13 +26,19 @@ def test_a_deleted_lease_of_a_running_worker_moves_none_of_its_work(tmp_path):
             drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
                                  timeout_s=60, balanced=True)
             name = "kooper-workers-1"
-            before = embedded.get("leases", name)
-            assert before is not None
-            embedded.api.delete("leases", name, namespace=embedded.namespace)
-            # The worker renews every lease_s / 3 s: wait until its renewal made it again.
-            cluster.wait_for(lambda: embedded.get("leases", name) is not None,
-                             timeout_s=30, what="the worker to create its Lease again")
-            time.sleep(1.0)  # let the rounds the deletion and the renewal caused settle
+            assert embedded.get("leases", name) is not None
+            # The worker renews every lease_s / 3 s and then creates the Lease again. A
+            # renewal right after the deletion would leave the operator no round without
+            # the Lease (its debounce is 50 ms): delete again until one gap lasts 0.5 s.
+            for _ in range(5):
+                deleted = time.monotonic()
+                embedded.api.delete("leases", name, namespace=embedded.namespace)
+                cluster.wait_for(lambda: embedded.get("leases", name) is not None,
+                                 timeout_s=30, what="the worker to create its Lease again")
+                if time.monotonic() - deleted >= 0.5:
+                    break
+            else:
+                raise AssertionError("the worker recreated its Lease within 0.5 s 5 times")
             drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
                                  timeout_s=60)
         finally:
