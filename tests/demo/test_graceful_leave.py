@@ -4,8 +4,9 @@ import json
 import sys
 
 import pytest
+from tests.demo import formed
 
-from kooper.demo import cluster, drill, pods, recorder
+from kooper.demo import drill, pods, recorder
 from kooper.protocol import codec, messages
 from kooper.sim import metrics
 
@@ -36,30 +37,21 @@ def test_a_stopped_pod_stops_its_work_releases_its_lease_and_the_operator_moves_
             seen.append((kind, spec.plural, obj))
 
     command = (sys.executable, "-m", "kooper.cli", "run", *DEBOUNCES[debounce])
-    with cluster.EmbeddedCluster(workdir=tmp_path, operator_command=command) as embedded:
-        runner = pods.PodRunner(embedded.api, workdir=tmp_path, replicas=SETTINGS.pods,
-                                worker_args=drill.worker_args(SETTINGS, run="leave"))
-        try:
-            drill.create_objects(embedded, SETTINGS, protocol="compatible", policy="kooper",
-                                 app_label=runner.app_label)
-            runner.start_all()
-            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
-                                 timeout_s=60, balanced=True)
-            before = metrics.running(recorder.read_rows(runner.pods["workers-1"].events_file),
-                                     at_ms=drill.now_ms())
-            assert before, "both members run something (3 resources over 2 members)"
-            embedded.api.store.subscribe(listen)
-            sigterm_ms = drill.now_ms()
-            stopped = runner.stop_pod(1)
-            embedded.api.store.unsubscribe(listen)
-            assert stopped == pods.Stopped(name="workers-1", returncode=0, graceful=True)
-            # The operator reassigns at once (no delay configured, no Lease expiry awaited).
-            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
-                                 timeout_s=60)
-            leaves = [r for r in audit_rows(embedded)
-                      if r["event"] == "leave" and r["member"] == "workers-1"]
-        finally:
-            runner.shutdown()
+    with formed.group(tmp_path, SETTINGS, run="leave", operator_command=command) as (
+            embedded, runner):
+        before = metrics.running(recorder.read_rows(runner.pods["workers-1"].events_file),
+                                 at_ms=drill.now_ms())
+        assert before, "both members run something (3 resources over 2 members)"
+        embedded.api.store.subscribe(listen)
+        sigterm_ms = drill.now_ms()
+        stopped = runner.stop_pod(1)
+        embedded.api.store.unsubscribe(listen)
+        assert stopped == pods.Stopped(name="workers-1", returncode=0, graceful=True)
+        # The operator reassigns at once (no delay configured, no Lease expiry awaited).
+        drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                             timeout_s=60)
+        leaves = [r for r in audit_rows(embedded)
+                  if r["event"] == "leave" and r["member"] == "workers-1"]
 
     # Kubelet order: terminating Pod, then the worker's last report owning nothing and
     # its own Lease deletion, then the Pod object goes.

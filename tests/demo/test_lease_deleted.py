@@ -8,7 +8,9 @@ meanwhile: nothing may run on two pods.
 
 import time
 
-from kooper.demo import cluster, drill, pods, recorder
+from tests.demo import formed
+
+from kooper.demo import cluster, drill, recorder
 from kooper.sim import metrics
 
 SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_s=0,
@@ -16,33 +18,23 @@ SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_
 
 
 def test_a_deleted_lease_of_a_running_worker_moves_none_of_its_work(tmp_path):
-    with cluster.EmbeddedCluster(workdir=tmp_path) as embedded:
-        runner = pods.PodRunner(embedded.api, workdir=tmp_path, replicas=SETTINGS.pods,
-                                worker_args=drill.worker_args(SETTINGS, run="lease"))
-        try:
-            drill.create_objects(embedded, SETTINGS, protocol="compatible", policy="kooper",
-                                 app_label=runner.app_label)
-            runner.start_all()
-            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
-                                 timeout_s=60, balanced=True)
-            name = "kooper-workers-1"
-            assert embedded.get("leases", name) is not None
-            # The worker renews every lease_s / 3 s and then creates the Lease again. A
-            # renewal right after the deletion would leave the operator no round without
-            # the Lease (its debounce is 50 ms): delete again until one gap lasts 0.5 s.
-            for _ in range(5):
-                deleted = time.monotonic()
-                embedded.api.delete("leases", name, namespace=embedded.namespace)
-                cluster.wait_for(lambda: embedded.get("leases", name) is not None,
-                                 timeout_s=30, what="the worker to create its Lease again")
-                if time.monotonic() - deleted >= 0.5:
-                    break
-            else:
-                raise AssertionError("the worker recreated its Lease within 0.5 s 5 times")
-            drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
-                                 timeout_s=60)
-        finally:
-            runner.shutdown()
+    with formed.group(tmp_path, SETTINGS, run="lease") as (embedded, runner):
+        name = "kooper-workers-1"
+        assert embedded.get("leases", name) is not None
+        # The worker renews every lease_s / 3 s and then creates the Lease again. A
+        # renewal right after the deletion would leave the operator no round without
+        # the Lease (its debounce is 50 ms): delete again until one gap lasts 0.5 s.
+        for _ in range(5):
+            deleted = time.monotonic()
+            embedded.api.delete("leases", name, namespace=embedded.namespace)
+            cluster.wait_for(lambda: embedded.get("leases", name) is not None,
+                             timeout_s=30, what="the worker to create its Lease again")
+            if time.monotonic() - deleted >= 0.5:
+                break
+        else:
+            raise AssertionError("the worker recreated its Lease within 0.5 s 5 times")
+        drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                             timeout_s=60)
     # The workers' own rows alone: the operator's audit log says when it thought a
     # member left, which is what is being tested.
     rows = recorder.collect(worker_files=runner.events_files(), audit_file=None,
