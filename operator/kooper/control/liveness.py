@@ -24,13 +24,13 @@ same pod (the kubelet restarts a container after it exited), a Lease that expire
 that pod was there, or one deleted while that pod was stopping (``Worker.leave`` of a
 worker that predates ``left``). Or the worker's own word: the last version of a
 deleted Lease (the watch's DELETED event carries it) whose report says that
-incarnation ``left`` (``left``). A Lease gone while its pod runs on, with no such
-word, was deleted by someone else (``kubectl delete lease``): the worker runs on and
-its next renewal creates the Lease again, so the member keeps its work meanwhile (and
-is a member again then), or departs when its budget ran out. Without it, a round that first
-sees the Lease and the pod gone together (the worker wrote its last report, deleted
-its Lease and exited within one debounce) could not tell a graceful leave from a
-force-deleted pod whose Lease was collected after it.
+incarnation ``left`` (``left``): without it, a round that first sees the Lease and the
+pod gone together (the worker wrote its last report, deleted its Lease and exited
+within one debounce) could not tell a graceful leave from a force-deleted pod whose
+Lease was collected after it. A Lease gone while its pod runs on, with no such word,
+was deleted by someone else (``kubectl delete lease``): the worker runs on and its
+next renewal creates the Lease again, so the member keeps its work meanwhile (and is
+a member again then), or departs when its budget ran out.
 
 A departure is *permanent* when Kubernetes tells us the pod will not come back
 under its name: its StatefulSet was scaled below its ordinal, or its owner is
