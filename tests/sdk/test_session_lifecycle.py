@@ -171,6 +171,18 @@ def test_a_late_start_of_a_leaving_member_is_left_to_the_transport():
     assert session.left_running == frozenset()
 
 
+def test_a_leaving_member_whose_start_still_runs_late_does_not_say_it_left():
+    """A start callback that timed out may still start its resource: the last report
+    must not promise the operator that this incarnation runs nothing."""
+    session = new_session()
+    start_and_time_out(session, 1, ["A-1"], slow="A-1")
+    session.terminate()
+    reports = [a.report for a in flat(drive(session), WriteReport)]
+    assert reports
+    assert not any(report.left for report in reports)
+    assert session.state is member.MemberState.LEFT
+
+
 def test_only_a_failed_start_may_be_left_running_and_only_once_returned():
     session = new_session()
     session.receive_assignment(assignment(1, [], ["A-0"]))
