@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from kooper.control import modelled, views
 from kooper.control import step as control
 from kooper.core import ids, model
@@ -178,15 +180,44 @@ def terminating(m: model.Member) -> views.PodView:
     return dataclasses.replace(modelled.pod(GROUP, m), deleting=True)
 
 
-def test_a_worker_that_left_while_its_pod_was_stopping_departs_at_once():
+@pytest.mark.parametrize("last", ["unseen", "owning nothing"])
+def test_a_worker_that_left_while_its_pod_was_stopping_departs_at_once(last):
     """``Worker.leave`` deletes the Lease after stopping everything; the pod goes later.
-    (A worker that predates ``Report.left`` says no more than that.)"""
+    (A worker that predates ``Report.left`` says no more than that: its last report owns
+    nothing, or the operator did not see the Lease's last version.)"""
     memory, a, b = settled()
+    released = [] if last == "unseen" else [last_version(a, left=False)]
     decided = control.step(dataclasses.replace(
-        inputs([(b, T0 + 1_000)], [b]), pods=[terminating(a), modelled.pod(GROUP, b)]),
-        memory, now_ms=T0 + 1_000)
+        inputs([(b, T0 + 1_000)], [b], released=released),
+        pods=[terminating(a), modelled.pod(GROUP, b)]), memory, now_ms=T0 + 1_000)
     assert decided.deletes == (W("a"),)
     assert not a.owned.difference(given(decided, to="b"))
+
+
+def test_a_lease_deleted_while_its_worker_still_stops_its_work_moves_none_of_it():
+    """The pod is terminating and its worker still stops what it ran (a flush, a commit)
+    when someone deletes its Lease: the last version still owns that work, so the pod
+    stopping proves nothing yet. Found on the local plane: the work ran on two pods for
+    1.3 s when a stopping pod counted as a stopped process."""
+    memory, a, b = settled()
+    pods = [terminating(a), modelled.pod(GROUP, b)]
+    deleted = [last_version(a, left=False, owned=a.owned)]
+    memory, steps = run(memory, (T0 + 1_000, T0 + 2_000), lambda now: dataclasses.replace(
+        inputs([(b, now)], [b], released=deleted), pods=pods))
+    for decided in steps:
+        assert decided.deletes == ()
+        assert not given(decided, to="b").intersection(a.owned)
+    # Its next renewal creates the Lease again; then it leaves, saying so.
+    back = control.step(dataclasses.replace(
+        inputs([(a, T0 + 2_500), (b, T0 + 2_500)], [b]), pods=pods), memory,
+        now_ms=T0 + 2_500)
+    assert back.deletes == ()
+    assert not given(back, to="b").intersection(a.owned)
+    gone = control.step(dataclasses.replace(
+        inputs([(b, T0 + 3_000)], [b], released=[last_version(a, left=True)]), pods=pods),
+        back.memory, now_ms=T0 + 3_000)
+    assert gone.deletes == (W("a"),)
+    assert not a.owned.difference(given(gone, to="b"))
 
 
 def test_a_lease_someone_else_deleted_moves_none_of_the_work_of_the_worker_running_on():

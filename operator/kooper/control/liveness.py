@@ -15,22 +15,23 @@ A gone pod is not a stopped process (``vanished``, issue 22). A pod force-delete
 its process may still run; it cannot renew any more, so it fences itself by its own
 timing budget. Such a member stays a member, holding what it held, until the budget
 ran out on our clock: ``leaseDurationSeconds + clockSkewSeconds`` after the last
-renewal it may have made. That is the observation of its Lease's current version
-while the Lease is still there, else the round that first saw the pod gone (a
-renewal may have landed after the last version we observed, and before the pod
-went). The next incarnation under its name is no member before then either. Only the
-pod that the member's Lease named proves a process stopped: a new incarnation in the
-same pod (the kubelet restarts a container after it exited), a Lease that expired while
-that pod was there, or one deleted while that pod was stopping (``Worker.leave`` of a
-worker that predates ``left``). Or the worker's own word: the last version of a
-deleted Lease (the watch's DELETED event carries it) whose report says that
-incarnation ``left`` (``left``): without it, a round that first sees the Lease and the
-pod gone together (the worker wrote its last report, deleted its Lease and exited
-within one debounce) could not tell a graceful leave from a force-deleted pod whose
-Lease was collected after it. A Lease gone while its pod runs on, with no such word,
-was deleted by someone else (``kubectl delete lease``): the worker runs on and its
-next renewal creates the Lease again, so the member keeps its work meanwhile (and is
-a member again then), or departs when its budget ran out.
+renewal it may have made. That is the observation of its Lease's current version while
+the Lease is still there, else the round that first saw the pod gone (a renewal may
+have landed after the last version we observed, and before the pod went). The next
+incarnation under its name is no member before then either. Only the pod that the
+member's Lease named proves a process stopped: a new incarnation in the same pod (the
+kubelet restarts a container after it exited), a Lease that expired while that pod was
+there, or one deleted while that pod was stopping (``Worker.leave`` of a worker that
+predates ``left``) unless the Lease's last version still owns work (``still_owning``:
+someone deleted it while the worker was still stopping). Or the worker's own word: the
+last version of a deleted Lease (the watch's DELETED event carries it) whose report
+says that incarnation ``left`` (``left``): without it, a round that first sees the
+Lease and the pod gone together (the worker wrote its last report, deleted its Lease
+and exited within one debounce) could not tell a graceful leave from a force-deleted
+pod whose Lease was collected after it. A Lease gone while its pod runs on, with no
+such word, was deleted by someone else (``kubectl delete lease``): the worker runs on
+and its next renewal creates the Lease again, so the member keeps its work meanwhile
+(and is a member again then), or departs when its budget ran out.
 
 A departure is *permanent* when Kubernetes tells us the pod will not come back
 under its name: its StatefulSet was scaled below its ordinal, or its owner is
@@ -126,6 +127,14 @@ def left(released: Iterable[views.LeaseView]) -> Mapping[ids.WorkerId, str]:
             and lease.report.incarnation and lease.report.member == lease.member}
 
 
+def still_owning(released: Iterable[views.LeaseView]) -> Mapping[ids.WorkerId, str]:
+    """member → the incarnation whose last report, in the last version of its deleted
+    Lease, still owns work: someone else deleted that Lease while the worker ran it."""
+    return {ids.WorkerId(lease.member): lease.report.incarnation for lease in released
+            if lease.report is not None and lease.report.owned and lease.report.incarnation
+            and lease.report.member == lease.member}
+
+
 def vanished(
     previous: Mapping[ids.WorkerId, Vanished], *, state: model.PlanState,
     live: Mapping[ids.WorkerId, model.Member], pods: Mapping[str, views.PodView],
@@ -134,6 +143,7 @@ def vanished(
     skew_s: int,
     documents: Mapping[ids.WorkerId, tuple[str, model.ConnectorsAndTasks]] | None = None,
     gone: Mapping[ids.WorkerId, str] | None = None,
+    owning: Mapping[ids.WorkerId, str] | None = None,
 ) -> Mapping[ids.WorkerId, Vanished]:
     """Members that hold work and whose process may run on without a pod, until when.
 
@@ -143,9 +153,11 @@ def vanished(
     what the ConfigMaps a just-restored leader read assign or revoke
     (``Memory.given`` in its first round: a KIP-415 leader that forgot the
     assignments still knows them), ``gone`` the incarnations that said they left
-    (``left``): none of them is kept. Returns ``previous`` itself when nothing changed.
+    (``left``): none of them is kept, ``owning`` the incarnations whose deleted Lease's
+    last version still owns work (``still_owning``): their pod stopping proves nothing.
+    Returns ``previous`` itself when nothing changed.
     """
-    said_left = gone or {}
+    said_left, still = gone or {}, owning or {}
     result = {m: v for m, v in previous.items()
               if now_ms < v.until_ms and m in state.assignments
               and said_left.get(m) != v.report.incarnation
@@ -166,11 +178,13 @@ def vanished(
             by_name = {lease.name: lease for lease in leases}
         lease = by_name.get(name)
         pod = pods.get(member)
-        if uid and pod is not None and pod.uid == uid and (lease is not None or pod.deleting):
+        if uid and pod is not None and pod.uid == uid and (
+                lease is not None or (pod.deleting and still.get(member) != was)):
             # The pod its Lease named is there: a new incarnation in it (the old one
             # exited), its Lease there but expired (it fenced itself), or its Lease gone
-            # while the pod stops (a worker that predates ``left`` leaving). A Lease gone
-            # while its pod runs on, with no word that it left, was deleted by someone
+            # while the pod stops (a worker that predates ``left`` leaving), unless that
+            # Lease's last version still owns work. A Lease gone while its pod runs on (or
+            # stops, owning work), with no word that it left, was deleted by someone
             # else: the worker runs on and renews it again, so it keeps its work.
             continue
         base, duration = now_ms, last[0][2] if last is not None else None

@@ -33,6 +33,7 @@ def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> O
             reports=memory.volatile.good_reports, now_ms=now_ms,
             documents=memory.persisted.given if memory.persisted.documents is not None else None,
             gone=liveness.left(inputs.released) if inputs.released else None,
+            owning=liveness.still_owning(inputs.released) if inputs.released else None,
             default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
         found = snapshot.with_vanished(found, vanished)
     good: Mapping[ids.WorkerId, messages.Report] = found.reports
