@@ -114,3 +114,29 @@ def test_audit_rows_alone_complete_a_run_whose_log_has_only_starts_and_stops(spa
     [row] = metrics(tmp_path / "report").values()
     assert (row["run"], row["rounds"], row["events"], row["members"]) == (
         "compatible-kooper", 3, len(MERGED), 2)
+
+
+def test_the_operators_leave_does_not_hide_a_double_run_the_pods_rows_show(spark, tmp_path):
+    """The pods' own log says when each process came and went (``kooper demo`` writes
+    the runner's ``join``/``leave``). The operator thought workers-1 left at 1000 and
+    came back at 1300 (its Lease was deleted and renewed); its process ran A-1 until
+    1500 while workers-0 ran it from 1200."""
+    start = RUNS["compatible-kooper"][0]
+    base = tmp_path / "out"
+
+    def row(at, member, resource, event, run="compatible-kooper"):
+        return {"ts_ms": start + at, "run": run, "group": "demo", "member": member,
+                "resource": resource, "event": event, "generation": 1, "epoch": -1,
+                "protocol": "compatible", "policy": "kooper"}
+
+    write(base / "compatible-kooper.events.jsonl", [
+        row(0, "workers-0", "", "join"), row(0, "workers-1", "", "join"),
+        row(10, "workers-1", "A-1", "start"), row(1200, "workers-0", "A-1", "start"),
+        row(1500, "workers-1", "A-1", "stop")])
+    write(base / "compatible-kooper" / "operator.audit.jsonl", [
+        row(1000, "workers-1", "", "leave", run="operator"),
+        row(1300, "workers-1", "", "join", run="operator")])
+    code, _ = analyze(str(base), "--out", str(tmp_path / "report"))
+    assert code == 1  # kooper analyze exits 1 when something overlapped
+    [got] = metrics(tmp_path / "report").values()
+    assert got["overlaps"] == 1

@@ -49,6 +49,8 @@ NEEDS_RESOURCE = frozenset({"start", "stop", "pause", "resume"})
 FLIPS = frozenset({"pause", "resume"})
 OPERATOR_KINDS = ("round", "join", "leave")
 """The audit-log rows that count (the rest is the operator's intent)."""
+LIFECYCLE_KINDS = ("join", "leave")
+"""Of those, the ones read only for a run whose own logs have none (``job.read_events``)."""
 
 BIG_FILE = 64 << 20
 """Files from this size on get a progress line of their own while they are checked."""

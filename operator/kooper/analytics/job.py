@@ -258,6 +258,11 @@ def read_events(
     if not found.checked:
         both = _checked(both, frames, cached)
     events = eventlog.normalize(both)
+    lifecycle = F.col("event").isin(*inputs.LIFECYCLE_KINDS)
+    # Runs whose own logs say when their processes came and went (``kooper demo``'s
+    # pods): the operator's join/leave (when it *thought* so) would cut a process's
+    # runs where the operator thought they ended, and hide a double run.
+    recorded = events.where(lifecycle).select("run").distinct()
     for audit in found.audits:
         rows = eventlog.normalize(_json(spark, [audit.path], corrupt=False))
         rows = rows.where(F.col("event").isin(*inputs.OPERATOR_KINDS)).withColumn(
@@ -265,6 +270,8 @@ def read_events(
         )
         if audit.group is not None:
             rows = rows.withColumn("group", F.lit(audit.group))
+        rows = rows.where(~lifecycle).unionByName(
+            rows.where(lifecycle).join(F.broadcast(recorded), "run", "left_anti"))
         events = events.unionByName(rows)
     return events.dropDuplicates() if found.dedupe else events
 

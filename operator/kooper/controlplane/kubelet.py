@@ -17,7 +17,12 @@ One node (``NODE``), registered by the stand-in. For every Pod it
 * restarts an exited container (``restartPolicy``) with a growing back-off;
 * deletes as the kubelet does: a terminating Pod's process gets SIGTERM, then
   SIGKILL after the pod's grace period, and only then is the object removed
-  (``gracePeriodSeconds=0``); a Pod that vanished (a forced delete) is SIGKILLed.
+  (``gracePeriodSeconds=0``); a Pod that vanished (a forced delete) is SIGKILLed;
+* keeps what a container runtime keeps of each container process, in
+  ``<pod dir>/<container>.state.jsonl`` (``STATE_SUFFIX``): a ``started`` line before
+  the process starts and a ``finished`` line (with its exit code) once it was reaped,
+  each with wall-clock ``ts_ms``. Drills read it as a kind drill reads
+  ``containerStatuses``: when a process could run anything, from its own start and end.
 
 Pods share the host's loopback, so every ``containerPort`` is mapped to a free
 local port: an argument or env value equal to the container port is rewritten to
@@ -52,6 +57,9 @@ NODE = "kooper-local"
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3600
 BACKOFF_MAX_S = 30.0
+
+STATE_SUFFIX = ".state.jsonl"
+"""``<container><STATE_SUFFIX>`` in a pod's directory: its processes' starts and ends."""
 
 PYTHON_KOOPER = (sys.executable, "-m", "kooper.cli")
 IMAGES: dict[str, tuple[str, ...]] = {"kooper": PYTHON_KOOPER, "kooper-worker": PYTHON_KOOPER}
@@ -156,6 +164,8 @@ class LocalPod:
     reported: str = ""
     terminating: threading.Thread | None = None
     terminated: bool = False
+    finished: bool = False
+    """The current process's ``finished`` line is in the state record."""
 
     @property
     def sa_dir(self) -> pathlib.Path:
@@ -164,6 +174,18 @@ class LocalPod:
     @property
     def log(self) -> pathlib.Path:
         return self.dir / f"{self.container}.log"
+
+    def record(self, event: str, **fields: Any) -> None:
+        """Append one line to the container's state record (``STATE_SUFFIX``)."""
+        line = {"ts_ms": int(time.time() * 1000), "event": event, **fields}
+        with (self.dir / f"{self.container}{STATE_SUFFIX}").open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+    def reaped(self, process: subprocess.Popen[bytes]) -> None:
+        """Record that ``process`` (reaped) finished, once."""
+        if process is self.process and not self.finished:
+            self.finished = True
+            self.record("finished", exitCode=process.returncode)
 
 
 class Kubelet:
@@ -404,8 +426,10 @@ class Kubelet:
 
     def _start(self, local: LocalPod) -> None:
         self._token(local)
+        local.record("started")
         local.process = processes.spawn(self._command(local), log=local.log, env=local.env,
                                         cwd=local.dir)
+        local.finished = False
         local.started_at = _now()
         local.started_mono = time.monotonic()
         local.exit_code = None
@@ -420,6 +444,7 @@ class Kubelet:
             self._start(local)
         elif local.process.poll() is not None:
             if local.exit_code is None:
+                local.reaped(local.process)
                 local.exit_code = int(local.process.returncode)
                 local.ready = False
                 policy = local.restart_policy
@@ -524,6 +549,7 @@ class Kubelet:
 
             def stop() -> None:
                 processes.terminate(process, grace)
+                local.reaped(process)
                 local.terminated = True
                 self.wake.set()
 
@@ -549,6 +575,8 @@ class Kubelet:
             local.process.wait()
         if local.terminating is not None:
             local.terminating.join()
+        if local.process is not None:
+            local.reaped(local.process)
 
 
 def _probe(container: Mapping[str, Any], ports: Mapping[int, int],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import pathlib
 import subprocess
 import sys
@@ -28,7 +29,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-from kooper.controlplane import binaries, host, processes
+from kooper.controlplane import binaries, host, kubelet, processes
+from kooper.core import events
 from kooper.demo import cluster as embedded_cluster
 from kooper.demo import drill, pods
 from kooper.protocol import messages
@@ -336,8 +338,18 @@ class StatefulSetPods:
         return sorted((self.ns.handle.state_dir / "pods").glob(f"{self.ns.namespace}_*"))
 
     def events_files(self) -> list[pathlib.Path]:
-        """Every worker incarnation's ``events.jsonl`` (old incarnations included)."""
-        return [d / "events.jsonl" for d in self._pod_dirs() if (d / "events.jsonl").exists()]
+        """Every worker incarnation's ``events.jsonl`` (old incarnations included), and
+        beside each its process's ``join``/``leave`` rows (``lifecycle_rows``)."""
+        files = []
+        for pod_dir in self._pod_dirs():
+            if (pod_dir / "events.jsonl").exists():
+                files.append(pod_dir / "events.jsonl")
+            rows = lifecycle_rows(pod_dir, container="worker")
+            if rows:
+                path = self.workdir / f"{pod_dir.name}.lifecycle.jsonl"
+                path.write_text("".join(row.to_json() + "\n" for row in rows))
+                files.append(path)
+        return files
 
     def check_alive(self) -> None:
         """Raise if a worker container exited and was restarted by the kubelet."""
@@ -355,6 +367,25 @@ class StatefulSetPods:
         with contextlib.suppress(apierrors.ApiError):
             self.api.delete(f"/apis/apps/v1/namespaces/{self.ns.namespace}/statefulsets/"
                             f"{self.set_name}")
+
+
+def lifecycle_rows(pod_dir: pathlib.Path, *, container: str) -> list[events.Event]:
+    """The kubelet's record of a pod's container processes (``kubelet.STATE_SUFFIX``) as
+    drill rows: ``join`` when a process started, ``leave`` when it was reaped."""
+    path = pod_dir / f"{container}{kubelet.STATE_SUFFIX}"
+    if not path.exists():
+        return []
+    member = pod_dir.name.split("_")[1]  # <namespace>_<pod>_<uid prefix>: no "_" in names
+    kinds = {"started": events.Kind.JOIN, "finished": events.Kind.LEAVE}
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line (the kubelet was stopped mid-write)
+        rows.append(events.Event(ts_ms=int(record["ts_ms"]), run="", group="", member=member,
+                                 resource="", event=kinds[record["event"]]))
+    return rows
 
 
 def site(handle: host.Handle, *, keep_namespaces: bool = False) -> drill.Site:

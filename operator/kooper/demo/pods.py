@@ -15,6 +15,12 @@ carries the runner's finalizer ``KUBELET_FINALIZER``: a DELETE then only marks
 the Pod terminating, and removing the finalizer is the kubelet's final delete.
 ``kill_pod`` is the hard path (a crash, or ``kubectl delete --force
 --grace-period=0``): SIGKILL, then the object goes at once.
+
+As a kubelet records a container's ``startedAt`` and ``finishedAt``, the runner writes
+a ``join`` row into each process's events file before it starts the process and a
+``leave`` row once it reaped it (``lifecycle_row``): the log then says when each
+process could run anything from what the runner saw of the process, not from what the
+operator decided (whose ``leave`` may come while the process still runs).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from kooper.controlplane import processes
-from kooper.core import errors
+from kooper.core import errors, events
 from kooper.emulator import cluster as emulated
 from kooper.protocol import codec, messages
 
@@ -93,7 +99,18 @@ def killed(pod: Pod) -> Stopped:
         pod.process.kill()
     pod.process.wait()
     pod.log.close()
+    lifecycle_row(pod.events_file, pod.name, events.Kind.LEAVE)
     return Stopped(name=pod.name, returncode=int(pod.process.returncode), graceful=False)
+
+
+def lifecycle_row(path: pathlib.Path, member: str, kind: events.Kind) -> None:
+    """Append the runner's ``join`` (the process is about to start) or ``leave`` (it was
+    reaped) row for ``member`` to that process's events file, stamped on the clock the
+    workers stamp their rows with."""
+    row = events.Event(ts_ms=int(time.time() * 1000), run="", group="", member=member,
+                       resource="", event=kind)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(row.to_json() + "\n")
 
 
 def package_root() -> str:
@@ -224,6 +241,7 @@ class PodRunner:
                                            "POD_UID": uid, **self.worker_env})
         args = self.worker_args if self.worker_args_for is None else self.worker_args_for(ordinal)
         argv = [*self.command, *args, "--events-file", str(events_file)]
+        lifecycle_row(events_file, name, events.Kind.JOIN)
         process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         pod = Pod(name=name, uid=uid, process=process, events_file=events_file, log=log,
                   started_at=time.monotonic())
@@ -249,6 +267,7 @@ class PodRunner:
         if pod is not None:
             graceful = processes.terminate(pod.process, self.grace_s)
             pod.log.close()
+            lifecycle_row(pod.events_file, name, events.Kind.LEAVE)
             stopped = Stopped(name=name, returncode=int(pod.process.returncode), graceful=graceful)
         self._release(name)
         return stopped

@@ -1,10 +1,13 @@
-"""The drill recorder: one event log per run from the workers' and the operator's rows.
+"""The drill recorder: one event log per run from the pods' and the operator's rows.
 
-Workers write ``start``/``stop`` rows (what really ran, where, when); the
-operator's audit log adds ``round``, ``join`` and ``leave``. The audit log's own
-``start``/``stop`` rows are the operator's *intent* and are left out, or every
-change would be counted twice. Rows are re-labelled with the run's name,
-group, protocol and policy, sorted by time, and written as JSON lines.
+Workers write ``start``/``stop`` rows (what really ran, where, when), and the pod
+runner writes each process's ``join`` (it starts) and ``leave`` (it was reaped) into
+the same file (``demo.pods``); the operator's audit log adds only ``round``. Its
+``join``/``leave`` rows say when the operator *thought* a member came or went, and its
+``start``/``stop`` rows are its *intent*: a ``leave`` the operator declared while the
+process ran on would end that process's runs early and hide a double run, so none of
+them count. Rows are re-labelled with the run's name, group, protocol and policy,
+sorted by time, and written as JSON lines.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from collections.abc import Iterable
 
 from kooper.core import events
 
-OPERATOR_KINDS = frozenset({events.Kind.ROUND, events.Kind.JOIN, events.Kind.LEAVE})
+OPERATOR_KINDS = frozenset({events.Kind.ROUND})
 WORKER_KINDS = frozenset({events.Kind.START, events.Kind.STOP})
+POD_KINDS = WORKER_KINDS | {events.Kind.JOIN, events.Kind.LEAVE}
+"""What a process's events file holds: its worker's rows and the runner's."""
 
 
 def read_rows(path: pathlib.Path) -> list[events.Event]:
@@ -44,10 +49,10 @@ def read_rows(path: pathlib.Path) -> list[events.Event]:
 
 def collect(*, worker_files: Iterable[pathlib.Path], audit_file: pathlib.Path | None,
             run: str, group: str, protocol: str, policy: str) -> list[events.Event]:
-    """Merge worker rows and operator rounds into one time-ordered log for ``run``."""
+    """Merge the pods' rows and the operator's rounds into one time-ordered log for ``run``."""
     merged: list[events.Event] = []
     for path in worker_files:
-        merged.extend(row for row in read_rows(path) if row.event in WORKER_KINDS)
+        merged.extend(row for row in read_rows(path) if row.event in POD_KINDS)
     if audit_file is not None:
         merged.extend(row for row in read_rows(audit_file) if row.event in OPERATOR_KINDS)
     merged = [dataclasses.replace(row, run=run, group=group,
