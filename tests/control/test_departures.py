@@ -117,6 +117,29 @@ def test_a_vanished_pod_is_unplanned_and_waits_for_the_delay(policy: model.Polic
     assert gone.plan.unassigned
 
 
+def test_a_member_whose_last_report_says_it_left_is_a_planned_departure():
+    """Its pod's terminating and gone, its Lease deleted, all within one debounce: the
+    round never saw the pod terminate, but the Lease's last version (the watch's DELETED
+    event) says that incarnation stopped everything on SIGTERM and left."""
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    rest = [m for m in members if m.id != "b"]
+    last = modelled.lease(dataclasses.replace(b, owned=model.EMPTY))
+    assert last.report is not None
+    said = dataclasses.replace(last, report=dataclasses.replace(last.report, left=True))
+    gone = control.step(dataclasses.replace(inputs(rest), released=[said]), memory,
+                        now_ms=300)
+    assert gone.memory.persisted.state.delay is None
+    assert gone.plan is not None
+    assert not gone.plan.unassigned
+    assert handed_to_others(gone, "b", b.owned)
+    # Another incarnation's word says nothing of this one.
+    other = dataclasses.replace(said, report=dataclasses.replace(said.report, incarnation="2"))
+    waits = control.step(dataclasses.replace(inputs(rest), released=[other]), memory,
+                         now_ms=300)
+    assert waits.memory.persisted.state.delay is not None
+
+
 def test_kip415_waits_the_delay_even_for_a_planned_departure():
     memory, members = converged(model.Policy.KIP415)
     kip = model.Policy.KIP415

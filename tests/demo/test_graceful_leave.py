@@ -10,9 +10,10 @@ from kooper.demo import drill, pods, recorder
 from kooper.protocol import codec, messages
 from kooper.sim import metrics
 
-# A Lease that would take five minutes to expire: whatever happens faster is the
-# worker's own graceful leave, not an expiry.
-SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_s=0,
+# A Lease that would take five minutes to expire, and a scheduled-rebalance delay of
+# five minutes: whatever happens faster is the worker's own graceful leave, handed off
+# at once as a planned departure, not an expiry or a departure judged unplanned.
+SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 2),), max_delay_s=300,
                           lease_s=300, start_ms=100, stop_ms=200)
 
 
@@ -47,7 +48,7 @@ def test_a_stopped_pod_stops_its_work_releases_its_lease_and_the_operator_moves_
         stopped = runner.stop_pod(1)
         embedded.api.store.unsubscribe(listen)
         assert stopped == pods.Stopped(name="workers-1", returncode=0, graceful=True)
-        # The operator reassigns at once (no delay configured, no Lease expiry awaited).
+        # The operator reassigns at once (a planned departure: no delay, no Lease expiry).
         drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
                              timeout_s=60)
         leaves = [r for r in audit_rows(embedded)

@@ -9,7 +9,10 @@ being renewed, and the pod never showed a ``deletionTimestamp``.
 
 So a departure is *planned* when the member's pod carried a ``deletionTimestamp``
 when the member departed: seen in this round (the pod is still there, terminating),
-or in an earlier round while the member was still live (the pod has gone since).
+or in an earlier round while the member was still live (the pod has gone since). Or
+when the worker said so: the last version of its deleted Lease says that incarnation
+``left`` (``liveness.left``), which a round that never saw the pod terminate still
+has (the pod went terminating, the worker left and the pod went, within one debounce).
 A planned member's work is not coming back with it: the ``kooper`` policy hands it
 to the other members at once instead of waiting for the pod (returning identity) or
 for the scheduled-rebalance delay. The barrier is the one of every departure: its
@@ -26,6 +29,7 @@ returning identity, ``control.adaptive``'s grace), never a double run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from kooper.control import liveness, views
 from kooper.control.inputs import Inputs, Memory, OwnerFacts, absent_members, owner_of
@@ -46,11 +50,25 @@ def terminating(pods: Mapping[str, views.PodView], members: Iterable[ids.WorkerI
     return seen | now if now - seen else seen
 
 
-def planned(member: str, pod: views.PodView | None, seen: Seen) -> bool:
-    """Whether the departed ``member`` left on purpose (its pod was terminating)."""
+def planned(member: str, pod: views.PodView | None, seen: Seen,
+            left: AbstractSet[str] = frozenset()) -> bool:
+    """Whether the departed ``member`` left on purpose (its pod was terminating, or it
+    is in ``left``: ``said_left``)."""
+    if member in left:
+        return True
     if pod is not None:
         return pod.deleting
     return any(name == member for name, _ in seen)
+
+
+def said_left(inputs: Inputs, memory: Memory) -> frozenset[str]:
+    """Members whose deleted Lease's last version says the incarnation that held their
+    work left (``liveness.left``)."""
+    if not inputs.released:
+        return frozenset()
+    incarnations = memory.persisted.state.incarnations
+    return frozenset(member for member, incarnation in liveness.left(inputs.released).items()
+                     if incarnations.get(member) == incarnation)
 
 
 def forget(seen: Seen, state: model.PlanState, pods: Mapping[str, views.PodView]) -> Seen:
@@ -68,13 +86,14 @@ def judge(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.M
     """Absent members judged so far: True for a departure whose work is reassigned now
     (a known-permanent one, or a planned one)."""
     judged: dict[str, bool] = {}
+    left = said_left(inputs, memory)
     for member, pod in absent_members(inputs, memory):
         if member in members:
             continue
         if member in memory.volatile.permanent:
             judged[member] = memory.volatile.permanent[member]
             continue
-        if planned(member, pod, seen):
+        if planned(member, pod, seen, left):
             judged[member] = True
             continue
         kind, name = owner_of(member, pod, memory)

@@ -45,9 +45,10 @@ def learn(d: Decision, failed: frozenset[ids.WorkerId]
     gone = memory.persisted.state.assignments.keys() - snap.members.keys()
     if gone:
         # Known-permanent departures (a scale-down) never return: they teach nothing.
+        left = departures.said_left(d.inputs, memory)
         learned = adaptive.departed(learned, sorted(
             m for m in gone if not d.seen.permanent.get(m)
-            or departures.planned(m, d.seen.found.pods.get(m), d.seen.seen)), now_ms=now)
+            or departures.planned(m, d.seen.found.pods.get(m), d.seen.seen, left)), now_ms=now)
     handing: dict[ids.WorkerId, tuple[int, int, str]] = {}
     samples: list[int] = []
     for member, (generation, at, incarnation) in memory.volatile.handing.items():
