@@ -193,6 +193,48 @@ def test_the_service_variables_name_the_server_as_client_go_reads_them(tmp_path:
     assert connections.in_cluster({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, root=tmp_path) is None
 
 
+def _proxied_kubeconfig(tmp_path: Path, cluster: str) -> Path:
+    path = tmp_path / "proxied"
+    path.write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://api.corp:6443', {cluster}}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n", encoding="utf-8")
+    return path
+
+
+def test_a_clusters_proxy_url_is_the_proxy_of_every_request_and_of_kopfs_watches(
+        tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://from-env:3128")
+    path = _proxied_kubeconfig(tmp_path, "proxy-url: 'http://corp-proxy:8080'")
+    conn = credentials.from_kubeconfig([str(path)])
+    assert conn.proxy_url == "http://corp-proxy:8080"
+    assert connections.proxy_of(conn, conn.server) == "http://corp-proxy:8080"
+    assert credentials.connection_info(conn, "Bearer t").proxy_url == "http://corp-proxy:8080"
+
+
+def test_kopfs_watches_take_the_environments_proxy_as_the_operators_requests_do(
+        tmp_path: Path, monkeypatch):
+    """Until the sixteenth session kopf's watches ignored ``HTTPS_PROXY`` while the
+    operator's own requests went through it."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://from-env:3128")
+    path = _proxied_kubeconfig(tmp_path, "insecure-skip-tls-verify: true")
+    conn = credentials.from_kubeconfig([str(path)])
+    assert conn.proxy_url is None
+    assert credentials.connection_info(conn, "Bearer t").proxy_url == "http://from-env:3128"
+    monkeypatch.setenv("NO_PROXY", ".corp")
+    assert credentials.connection_info(conn, "Bearer t").proxy_url is None
+
+
+def test_tls_server_name_is_one_error_naming_the_file(tmp_path: Path):
+    path = _proxied_kubeconfig(tmp_path, "tls-server-name: kubernetes.default")
+    with pytest.raises(credentials.KubeconfigError) as raised:
+        credentials.from_kubeconfig([str(path)])
+    message = str(raised.value)
+    assert str(path) in message
+    assert "tls-server-name is not supported" in message
+    assert "\n" not in message
+
+
 def test_kooper_status_does_not_import_kopf():
     import subprocess
 

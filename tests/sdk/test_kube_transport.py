@@ -219,3 +219,17 @@ def test_one_proxy_rule_for_requests_and_watches(url, env, proxy):
     from kooper.sdk import connection
 
     assert connection.proxy_for(url, env) == proxy
+
+
+def test_a_kubeconfig_proxy_url_wins_over_the_environment_and_no_proxy(server):
+    from kooper.sdk import connection
+
+    # The API server's name resolves nowhere: only the proxy (the fake API here, which
+    # sees the absolute URL a plain HTTP proxy is sent) can answer.
+    conn = connection.Connection(server="http://api.invalid:8080", proxy_url=server)
+    env = {"HTTP_PROXY": "http://elsewhere.invalid:1", "NO_PROXY": "*"}
+    assert connection.proxy_of(conn, conn.server, env) == server
+    assert kube.Api(conn, env=env).get("/api/v1/pods") == {"ok": True, "echo": None}
+    assert FakeApi.seen[-1][1] == "http://api.invalid:8080/api/v1/pods"
+    plain = connection.Connection(server="http://api.invalid:8080")
+    assert connection.proxy_of(plain, plain.server, env) is None  # NO_PROXY: *

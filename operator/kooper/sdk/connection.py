@@ -58,6 +58,9 @@ class Connection:
     """The kubeconfig context's namespace, or the pod's own (in-cluster)."""
     expires_at: float | None = None
     """Wall-clock second the token expires (an exec plugin's ``expirationTimestamp``)."""
+    proxy_url: str | None = None
+    """The kubeconfig cluster's ``proxy-url``: every request goes through it, whatever
+    the environment says (``proxy_of``)."""
 
     def expiring(self, now: float, *, skew_s: float = 30.0) -> bool:
         """Whether the token expires within ``skew_s`` of ``now`` (log in again first)."""
@@ -156,6 +159,13 @@ def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
                                                     _env(env, "no_proxy") or ""):
         return None
     return proxy
+
+
+def proxy_of(conn: Connection, url: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The proxy for ``url`` on ``conn``: its kubeconfig's ``proxy-url``, else the
+    environment's (``proxy_for``), as client-go (a ``proxy-url`` replaces the
+    environment's proxies, ``NO_PROXY`` included)."""
+    return conn.proxy_url or proxy_for(url, env)
 
 
 def _env(env: Mapping[str, str], name: str) -> str | None:

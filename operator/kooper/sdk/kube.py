@@ -80,7 +80,7 @@ class Api:
         self.role = role
         self._bearer = connection.Bearer(self.connection)
         self._context = connection.ssl_context(self.connection)
-        self._proxy = connection.proxy_for(self.base_url, env)
+        self._proxy = connection.proxy_of(self.connection, self.base_url, env)
         self._url = urllib.parse.urlsplit(self.base_url)
         self._local = threading.local()
         self._sleep = sleep

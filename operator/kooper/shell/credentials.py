@@ -3,7 +3,9 @@
 Kubeconfigs are read by the ``kubernetes`` client's own loader (``kubernetes.config``),
 so what works with kubectl works here: exec plugins (EKS, GKE, AKS), ``tokenFile``,
 auth-provider tokens, certificate paths relative to the file, inline ``*-data``,
-several files in ``$KUBECONFIG``, a context by name, its namespace. The service
+several files in ``$KUBECONFIG``, a context by name, its namespace, a cluster's
+``proxy-url`` (for kopf's watches too). ``tls-server-name`` is an error: kopf's client
+cannot set it. The service
 account is ``sdk.connection.in_cluster``: the same discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
@@ -80,6 +82,13 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
             config_dict=merged.config, active_context=context, config_base_path=None)
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         chosen = loader.current_context
+        cluster = _cluster_of(merged.config.value, chosen)
+        if cluster.get("tls-server-name"):
+            # kopf's client cannot set the TLS server name: its watches would fail the
+            # certificate check with a message that names neither the file nor the key.
+            raise KubeconfigError(
+                f"kubeconfig {files}: context {context!r}: tls-server-name is not "
+                "supported; use a server URL whose host the API server's certificate names")
     except KubeconfigError:
         raise
     except ConfigException as exc:
@@ -111,7 +120,22 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         private_key_path=configuration.key_file or None,
         namespace=namespace or None,
         expires_at=expiry.timestamp() if isinstance(expiry, datetime.datetime) else None,
+        # The cluster's own key: the client's Configuration also fills ``proxy`` from
+        # the environment, which ``proxy_of`` applies with NO_PROXY.
+        proxy_url=str(cluster.get("proxy-url") or "") or None,
     )
+
+
+def _cluster_of(config: Mapping[str, Any], context: Any) -> Mapping[str, Any]:
+    """The ``cluster`` entry the chosen context names in the merged kubeconfig."""
+    name = ((context.get("context") or {}).get("cluster") if isinstance(context, dict)
+            else None)
+    for node in config.get("clusters") or []:
+        entry = getattr(node, "value", node)  # the merger wraps each entry in a ConfigNode
+        if isinstance(entry, dict) and entry.get("name") == name:
+            found = entry.get("cluster")
+            return found if isinstance(found, dict) else {}
+    return {}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -170,4 +194,6 @@ def connection_info(conn: Connection, header: str | None) -> Any:
         scheme=scheme or None, token=token or None,
         certificate_path=conn.certificate_path, private_key_path=conn.private_key_path,
         default_namespace=conn.namespace,
+        # kopf's watches take the proxy the operator's own requests take (one rule).
+        proxy_url=connections.proxy_of(conn, conn.server),
     )

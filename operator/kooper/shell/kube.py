@@ -134,7 +134,7 @@ class Client:
             try:
                 async with session.request(
                     method, url, data=data, headers=dict(built.headers),
-                    proxy=connection.proxy_for(url),
+                    proxy=connection.proxy_of(conn, url),
                 ) as response:
                     payload = await response.read()
                     status = response.status
