@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from kooper.control import (
     claims,
     departures,
+    elsewhere,
     epochs,
     events,
     failures,
@@ -56,6 +57,8 @@ class Observation:
     seen: departures.Seen
     """Pods seen stopping (``departures.terminating``)."""
     permanent: Mapping[str, bool]
+    outside: elsewhere.Outside = elsewhere.NOTHING
+    """Connectors left out of the round: their work still runs outside the group."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -158,11 +158,18 @@ def vanished(
     Returns ``previous`` itself when nothing changed.
     """
     said_left, still = gone or {}, owning or {}
-    result = {m: v for m, v in previous.items()
+    by_name: dict[str, views.LeaseView] | None = None
+    if previous:
+        by_name = {lease.name: lease for lease in leases}
+        previous_now = {m: _renewed(v, by_name.get(views.configmap_name(m)), observed,
+                                    default_duration_s=default_duration_s, skew_s=skew_s)
+                        for m, v in previous.items()}
+    else:
+        previous_now = {}
+    result = {m: v for m, v in previous_now.items()
               if now_ms < v.until_ms and m in state.assignments
               and said_left.get(m) != v.report.incarnation
               and not _live_as(live, m, v.report.incarnation)}
-    by_name: dict[str, views.LeaseView] | None = None
     for member, was, held in _holders(state, documents):
         if member in previous:
             continue  # kept above, or its budget ran out (or it left): it departs now
@@ -200,6 +207,20 @@ def vanished(
                                      owned=held)
         result[member] = Vanished(report, until)
     return previous if result == previous else result
+
+
+def _renewed(kept: Vanished, lease: views.LeaseView | None, observed: Observed, *,
+             default_duration_s: int, skew_s: int) -> Vanished:
+    """``kept`` with its budget counted again from its Lease's newest version, when that
+    incarnation still renews it: its pod is there but no longer matches the selector
+    (relabelled), or the process of a force-deleted pod created its Lease again. A
+    process that renews runs: its work stays with it."""
+    if lease is None or lease.incarnation != kept.report.incarnation \
+            or lease.renew_ms is None or lease.name not in observed:
+        return kept
+    until = expiry_ms(observed[lease.name][1], lease.duration_s,
+                      default_duration_s=default_duration_s, skew_s=skew_s)
+    return kept if until <= kept.until_ms else Vanished(kept.report, until)
 
 
 def _live_as(live: Mapping[ids.WorkerId, model.Member], member: ids.WorkerId,

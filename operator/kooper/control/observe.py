@@ -2,15 +2,16 @@
 
 Leases renewed since the last round, the members (pods with a Lease and a report),
 members whose pod vanished while their process may still run (``liveness.vanished``),
-the last good report of each leased member, pod owners, pods being stopped, and
-which absent members are gone for good (``departures.judge``).
+the last good report of each leased member, pod owners, pods being stopped, which
+absent members are gone for good (``departures.judge``), and which connectors' work
+still runs outside the group (``elsewhere.held``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kooper.control import departures, liveness, snapshot
+from kooper.control import departures, elsewhere, liveness, snapshot
 from kooper.control.decision import Observation
 from kooper.control.inputs import Caches, Inputs, Memory, Owner
 from kooper.core import ids
@@ -48,5 +49,11 @@ def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> O
                                for pod in found.new_pods if pod.owner_kind}}
     seen = departures.terminating(found.pods, found.members, memory.persisted.terminating)
     permanent = departures.judge(inputs, memory, found.members, seen)
+    outside = elsewhere.NOTHING
+    if len(inputs.leases) != len(found.members):  # some Lease is not a member's
+        outside = elsewhere.held(
+            inputs.connectors, inputs.leases, matching=found.pods,
+            state=memory.persisted.state, reports=found.members, observed=observed,
+            now_ms=now_ms, default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
     return Observation(observed=observed, found=found, vanished=vanished, good=good,
-                       owners=owners, seen=seen, permanent=permanent)
+                       owners=owners, seen=seen, permanent=permanent, outside=outside)

@@ -55,6 +55,7 @@ from kooper.control import (
     containment,
     departures,
     documents,
+    elsewhere,
     epochs,
     events,
     learning,
@@ -211,6 +212,10 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     if memory.persisted.issued.floor_pending:
         memory = epochs.floored(memory, inputs)
     seen = observe.observe(inputs, memory, now_ms=now_ms, caches=caches)
+    held = seen.outside.connectors
+    if held:  # their work still runs outside the group: as if not created yet
+        inputs = dataclasses.replace(
+            inputs, connectors=[c for c in inputs.connectors if c.name not in held])
     now = situation.situation(inputs, memory, seen, now_ms=now_ms, caches=caches)
     last = memory.volatile.last_plan
     due = last is not None and last.next_round_at_ms is not None \
@@ -225,7 +230,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
             failures=judged.book, task_restarts=judged.task_restarts, observed=seen.observed,
             rejected=rejected, terminating=seen.seen, vanished=seen.vanished)
         return Step(memory=quiet, wake_at_ms=_wake(last, seen.found.next_expiry_ms,
-                                                   judged.wake_at_ms))
+                                                   judged.wake_at_ms, seen.outside.until_ms))
     planned = planning.plan(inputs, memory, seen, now, now_ms=now_ms, caches=caches)
     out = events.Recorder(memory.volatile.reported)
     for member, how in sorted(inputs.edits.items()):
@@ -239,6 +244,8 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
                      f"ConfigMap {name} was changed by someone else; rewriting it",
                      member=member)
     problems = claims.problems(out, found=seen.found, claims=now.unknown, foreign=foreign)
+    problems = (*problems, *elsewhere.problems(
+        out, seen.outside, elsewhere.strays(seen.vanished, inputs.pods, seen.found.pods)))
     decision = Decision(
         inputs=inputs, memory=memory, now_ms=now_ms, key=key, seen=seen, now=now,
         planned=planned, recorder_entries=events.Reported(frozenset(out.entries)),
@@ -301,7 +308,8 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
     return Step(
         memory=next_memory,
         wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms, d.now_ms + retry_ms if failed
-                         else None, *(r.next_at_ms for r in book.values())),
+                         else None, d.seen.outside.until_ms,
+                         *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=memory.persisted.state, configmap_writes=docs.writes,
         status=written, deletes=tuple(ids.WorkerId(m) for m in gone),
         events=reporting.every_event(d, out),

@@ -1,0 +1,80 @@
+"""Work running outside a group's pods: nothing of it starts in the group (~40 s).
+
+Resource names are unique in a namespace, not in a WorkerGroup. A Connector moved to
+another group, or a pod relabelled out of its group's selector, leaves work running
+on a pod the group's operator does not count as a member; found with these probes,
+both ran tasks on two pods (docs/operator.md, "Work running outside the group").
+"""
+
+import time
+
+from tests.demo import formed
+
+from kooper.demo import cluster, drill, pods, recorder
+from kooper.sim import metrics
+
+# Stops take 1.5 s: long enough for a second start to show as a double run.
+SETTINGS = drill.Settings(pods=2, connectors=(("orders-source", 3),), max_delay_s=0,
+                          lease_s=5, start_ms=100, stop_ms=1500)
+
+
+def running(*runners):
+    rows = sorted((row for runner in runners for row in drill._worker_rows(runner)),
+                  key=lambda row: (row.ts_ms, row.event == "start"))
+    return {key[1]: members for key, members in
+            metrics.running(rows, at_ms=drill.now_ms()).items() if members}
+
+
+def overlaps(run, *runners):
+    rows = recorder.collect(worker_files=[f for r in runners for f in r.events_files()],
+                            audit_file=None, run=run, group="demo", protocol="compatible",
+                            policy="kooper")
+    return metrics.run_metrics(rows).overlaps
+
+
+def conditions(embedded, group):
+    status = (embedded.get("workergroups", group) or {}).get("status") or {}
+    return {c["type"]: c for c in status.get("conditions", [])}
+
+
+def test_a_connector_moved_to_another_group_starts_there_once_it_stopped_here(tmp_path):
+    with formed.group(tmp_path / "a", SETTINGS, run="moved") as (embedded, runner):
+        other = pods.PodRunner(embedded.api, workdir=tmp_path / "b", replicas=2,
+                               set_name="others", app_label="other-worker",
+                               worker_args=drill.worker_args(SETTINGS, run="moved"))
+        (tmp_path / "b").mkdir()
+        try:
+            spec = {**embedded.get("workergroups", "demo")["spec"],
+                    "selector": {"matchLabels": {pods.WORKER_LABEL: "other-worker"}}}
+            embedded.create("workergroups", {"apiVersion": "kooper.dev/v1alpha1",
+                                             "kind": "WorkerGroup",
+                                             "metadata": {"name": "other"}, "spec": spec})
+            other.start_all()
+            cluster.wait_for(lambda: all(other.has_joined(p) for p in other.pods.values()),
+                             timeout_s=30, what="the other group's workers to join")
+            embedded.api.patch("connectors", "orders-source",
+                               {"spec": {"workerGroup": "other"}}, namespace=embedded.namespace)
+
+            def moved():
+                now = running(runner, other)
+                return len(now) == SETTINGS.resources and all(
+                    len(m) == 1 and next(iter(m)).startswith("others-") for m in now.values())
+
+            cluster.wait_for(moved, timeout_s=60, what="the connector to run in the other group")
+        finally:
+            other.shutdown()
+    assert overlaps("moved", runner, other) == 0
+
+
+def test_a_pod_relabelled_out_of_its_group_keeps_its_work_while_its_worker_runs(tmp_path):
+    with formed.group(tmp_path, SETTINGS, run="relabelled") as (embedded, runner):
+        before = running(runner)
+        embedded.api.patch("pods", "workers-1",
+                           {"metadata": {"labels": {pods.WORKER_LABEL: "elsewhere"}}},
+                           namespace=embedded.namespace)
+        cluster.wait_for(lambda: "MemberOutsideSelector" in str(conditions(embedded, "demo")),
+                         timeout_s=30, what="the status to name the pod outside the selector")
+        # Past the fence budget (lease 5 s + skew 1 s) the old rule handed the work out.
+        time.sleep(1.5 * (SETTINGS.lease_s + SETTINGS.clock_skew_s))
+        assert running(runner) == before
+    assert overlaps("relabelled", runner) == 0
