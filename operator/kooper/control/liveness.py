@@ -17,7 +17,10 @@ timing budget. Such a member stays a member, holding what it held, until the bud
 ran out on our clock: ``leaseDurationSeconds + clockSkewSeconds`` after the last
 renewal it may have made. That is the observation of its Lease's current version while
 the Lease is still there, else the round that first saw the pod gone (a renewal may
-have landed after the last version we observed, and before the pod went). The next
+have landed after the last version we observed, and before the pod went); and each
+later renewal by the same incarnation counts it again (``_renewed``: its pod relabelled
+out of the selector, a force-deleted pod's process that created its Lease again: a
+process that renews runs). The next
 incarnation under its name is no member before then either. Only the pod that the
 member's Lease named proves a process stopped: a new incarnation in the same pod (the
 kubelet restarts a container after it exited), a Lease that expired while that pod was
