@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kooper.control import modelled, views
+from kooper.control import modelled, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 
@@ -140,3 +140,29 @@ def _relabelled(a: model.Member, b: model.Member, now: int, *, renewed: int) -> 
     found = inputs([(a, now)], [], {"A": 4})
     return dataclasses.replace(found, pods=[*found.pods, modelled.pod("none", b)],
                                leases=[*found.leases, lease(b, renewed)])
+
+
+def overlapping(created: str) -> views.GroupView:
+    """Another group, created at ``created``, whose selector matches this group's pods."""
+    return dataclasses.replace(modelled.group("o", SETTINGS), created=created,
+                               selector=group().selector)
+
+
+def test_pods_an_older_groups_selector_matches_too_are_left_to_it():
+    """Each would hand the pod its own work through one ConfigMap, ``kooper-<pod>``."""
+    a = member("a")
+    mine = dataclasses.replace(inputs([(a, T0)], [], {"A": 2}),
+                               group=dataclasses.replace(group(), created="2026-01-02T00:00:00Z"))
+    older = control.step(dataclasses.replace(
+        mine, others=[overlapping("2026-01-01T00:00:00Z")]), control.Memory(), now_ms=T0)
+    assert older.configmap_writes == ()
+    [message] = problems(older, "SelectorOverlap")
+    assert "WorkerGroup o" in message
+    assert "a" in message
+    assert older.status is not None
+    degraded = {c.type: c for c in status.group_conditions(older.status.facts)}["Degraded"]
+    assert degraded.reason == "SelectorOverlap"
+    younger = control.step(dataclasses.replace(
+        mine, others=[overlapping("2026-01-03T00:00:00Z")]), control.Memory(), now_ms=T0)
+    assert given(younger) == {"A", "A-0", "A-1"}
+    assert not problems(younger, "SelectorOverlap")

@@ -78,3 +78,25 @@ def test_a_pod_relabelled_out_of_its_group_keeps_its_work_while_its_worker_runs(
         time.sleep(1.5 * (SETTINGS.lease_s + SETTINGS.clock_skew_s))
         assert running(runner) == before
     assert overlaps("relabelled", runner) == 0
+
+
+def test_a_second_group_whose_selector_matches_the_first_ones_pods_leaves_them_to_it(tmp_path):
+    """Both would hand a pod their own work through its one ConfigMap. Found: the second
+    group stayed ``RevokingForBalance`` and nothing said why."""
+    with formed.group(tmp_path, SETTINGS, run="overlap") as (embedded, runner):
+        before = running(runner)
+        spec = dict(embedded.get("workergroups", "demo")["spec"])
+        embedded.create("workergroups", {"apiVersion": "kooper.dev/v1alpha1",
+                                         "kind": "WorkerGroup",
+                                         "metadata": {"name": "second"}, "spec": spec})
+        embedded.create("connectors", {
+            "apiVersion": "kooper.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": "payments"},
+            "spec": {"workerGroup": "second", "tasksMax": 2, "config": {"type": "counter"}}})
+        cluster.wait_for(
+            lambda: conditions(embedded, "second").get("Degraded", {}).get("reason")
+            == "SelectorOverlap", timeout_s=30, what="the second group to say why")
+        assert "WorkerGroup demo" in conditions(embedded, "second")["Degraded"]["message"]
+        assert conditions(embedded, "demo")["Ready"]["status"] == "True"
+        assert running(runner) == before
+    assert overlaps("overlap", runner) == 0

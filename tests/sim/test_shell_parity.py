@@ -39,6 +39,9 @@ class RecordedViews:
     def released(self, namespace: str) -> Iterable[views.LeaseView]:
         return self.inputs.released
 
+    def groups_of(self, namespace: str) -> Iterable[views.GroupView]:
+        return [self.inputs.group, *self.inputs.others]
+
     def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
         return self.inputs.connectors
 

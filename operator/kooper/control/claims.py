@@ -190,7 +190,7 @@ def revoke_foreign(plan: model.Plan, found: Claims, *, done: Claims) -> model.Pl
 
 
 def problems(out: events.Recorder, *, found: snapshot.Members, claims: Claims,
-             foreign: Claims) -> tuple[tuple[str, str], ...]:
+             foreign: Claims, shared: bool = False) -> tuple[tuple[str, str], ...]:
     """Every problem seen this round; posts each new one once (``out``)."""
     found_problems: list[tuple[str, str]] = []
     for issue in found.issues:
@@ -208,7 +208,7 @@ def problems(out: events.Recorder, *, found: snapshot.Members, claims: Claims,
         incarnation = found.members[member_id].incarnation if member_id in found.members \
             else ""
         out.once("UnknownClaim", f"{member_id}/{incarnation}", message, member=member_id)
-    if not found.pods:
+    if not found.pods and not shared:  # (``shared``: it matches pods another group keeps)
         out.once("SelectorMatchesNoPods", "", "spec.selector matches no pod in this namespace")
     else:
         out.forget("SelectorMatchesNoPods", "")

@@ -37,6 +37,29 @@ class Outside:
 NOTHING = Outside()
 
 
+def taken(group: views.GroupView, others: Sequence[views.GroupView],
+          pods: Iterable[views.PodView]) -> dict[str, str]:
+    """pod name → the older WorkerGroup whose selector matches it too (by creation time,
+    then name): it belongs to that one, and this group leaves it out.
+
+    Two groups cannot both lead one pod: its ConfigMap ``kooper-<pod>`` is one object,
+    and each would hand it its own work. Found on the embedded plane: the second group
+    stayed ``RevokingForBalance``, its connector never ran, and nothing said why.
+    """
+    seniors = [g for g in others if (g.created, g.name) < (group.created, group.name)
+               and not g.invalid]
+    if not seniors:
+        return {}
+    result: dict[str, str] = {}
+    for pod in pods:
+        if group.selector.matches(pod.labels):
+            for senior in seniors:
+                if senior.selector.matches(pod.labels):
+                    result[pod.name] = senior.name
+                    break
+    return result
+
+
 def held(connectors: Sequence[views.ConnectorView], leases: Sequence[views.LeaseView], *,
          matching: Mapping[str, views.PodView], state: model.PlanState,
          reports: Mapping[ids.WorkerId, model.Member], observed: liveness.Observed,
@@ -106,10 +129,20 @@ def strays(kept: Mapping[ids.WorkerId, liveness.Vanished], pods: Iterable[views.
 
 def problems(out: events.Recorder, outside: Outside,
              stray: Mapping[ids.WorkerId, liveness.Vanished] | None = None,
-             ) -> tuple[tuple[str, str], ...]:
-    """A ``ConnectorHeldElsewhere`` problem per connector held back and a
-    ``MemberOutsideSelector`` one per stray member; each one's Event once."""
+             shared: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """A ``ConnectorHeldElsewhere`` problem per connector held back, a
+    ``MemberOutsideSelector`` one per stray member and a ``SelectorOverlap`` one for the
+    pods an older group keeps (``taken``); each one's Event once."""
     found: list[tuple[str, str]] = []
+    by_group: dict[str, list[str]] = {}
+    for pod, senior in sorted((shared or {}).items()):
+        by_group.setdefault(senior, []).append(pod)
+    for senior, names in sorted(by_group.items()):
+        message = (f"spec.selector also matches {len(names)} pod(s) of WorkerGroup {senior} "
+                   f"({', '.join(names[:3])}), which is older and keeps them: this group "
+                   "leaves them out; give the two groups selectors no pod matches both")
+        found.append(("SelectorOverlap", message))
+        out.once("SelectorOverlap", senior, message)
     for member, kept in sorted((stray or {}).items()):
         owned = kept.report.owned
         message = (f"pod {member} no longer matches spec.selector, but its worker still runs "

@@ -74,6 +74,9 @@ class Inputs:
     One whose report says its worker left proves that incarnation stopped
     (``control.liveness.left``), even in a round that sees its Lease and its pod gone
     together."""
+    others: Sequence[views.GroupView] = ()
+    """The namespace's other WorkerGroups: a pod an older one's selector matches too
+    belongs to that one (``control.elsewhere.taken``)."""
     gone_means_stopped: bool = False
     """The runner models its members' processes, and one whose pod vanished stopped with
     it (the simulator's crash, ``kooper replay``). The operator never knows that: a member

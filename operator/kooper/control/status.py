@@ -154,7 +154,10 @@ def group_conditions(facts: GroupFacts) -> list[Condition]:
         )
     else:
         rebalancing = Condition("Rebalancing", False, "Converged", "no rebalance in progress")
-    if facts.pods_matched == 0:
+    overlap = next((p for p in facts.problems if p[0] == "SelectorOverlap"), None)
+    if overlap is not None and facts.pods_matched == 0:
+        degraded = Condition("Degraded", True, *overlap)  # its pods are another group's
+    elif facts.pods_matched == 0:
         degraded = Condition("Degraded", True, "SelectorMatchesNoPods",
                              "spec.selector matches no pod in this namespace")
     elif unassigned and members == 0:

@@ -209,6 +209,11 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
     if rejected:
         inputs = dataclasses.replace(
             inputs, connectors=[c for c in inputs.connectors if c.name not in rejected])
+    shared = elsewhere.taken(inputs.group, inputs.others, inputs.pods) if inputs.others \
+        else {}
+    if shared:  # an older group's selector matches them too: they are its pods
+        inputs = dataclasses.replace(
+            inputs, pods=[p for p in inputs.pods if p.name not in shared])
     if memory.persisted.issued.floor_pending:
         memory = epochs.floored(memory, inputs)
     seen = observe.observe(inputs, memory, now_ms=now_ms, caches=caches)
@@ -243,9 +248,11 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
             out.once("ConfigMapEdited", member,
                      f"ConfigMap {name} was changed by someone else; rewriting it",
                      member=member)
-    problems = claims.problems(out, found=seen.found, claims=now.unknown, foreign=foreign)
+    problems = claims.problems(out, found=seen.found, claims=now.unknown, foreign=foreign,
+                               shared=bool(shared))
     problems = (*problems, *elsewhere.problems(
-        out, seen.outside, elsewhere.strays(seen.vanished, inputs.pods, seen.found.pods)))
+        out, seen.outside, elsewhere.strays(seen.vanished, inputs.pods, seen.found.pods),
+        shared))
     decision = Decision(
         inputs=inputs, memory=memory, now_ms=now_ms, key=key, seen=seen, now=now,
         planned=planned, recorder_entries=events.Reported(frozenset(out.entries)),

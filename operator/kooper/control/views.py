@@ -100,6 +100,9 @@ class GroupView:
     policy's default."""
     invalid: str = ""
     """Why the spec cannot be acted on (``""``: it can); the group then fails alone."""
+    created: str = ""
+    """``metadata.creationTimestamp`` (RFC 3339, UTC): the older of two groups whose
+    selectors match one pod keeps it (``control.elsewhere.taken``)."""
 
     @property
     def balancing_limit(self) -> int | str | None:
@@ -128,6 +131,7 @@ def parse_group(body: Mapping[str, Any]) -> GroupView:
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
+        created=str(meta.get("creationTimestamp") or ""),
         generation=int(meta.get("generation") or 0),
         resource_version=str(meta.get("resourceVersion", "")),
         selector=selectors.parse_selector(spec.get("selector")),

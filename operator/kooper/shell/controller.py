@@ -65,6 +65,10 @@ class IndexViews:
         """Every WorkerGroup view."""
         return [value for store in self._indices["kooper_groups"].values() for value in store]
 
+    def groups_of(self, namespace: str) -> Iterable[views.GroupView]:
+        """Every WorkerGroup view of a namespace."""
+        return [group for group in self.groups() if group.namespace == namespace]
+
     def pods(self, namespace: str) -> Iterable[views.PodView]:
         """Pods of a namespace."""
         return self._values("kooper_pods", namespace)
@@ -206,7 +210,9 @@ class Shell:
         """Create the group's runner on first sight and poke it; forget it when deleted.
 
         A change of the status alone (our own patch coming back) pokes nobody: only a
-        new object or a new spec generation does.
+        new object or a new spec generation does, and it pokes the namespace's other
+        groups too (a selector that now matches their pods, or no longer does:
+        ``control.elsewhere.taken``).
         """
         key = (namespace, name)
         if deleted:
@@ -215,6 +221,7 @@ class Shell:
             if runner is not None and runner.task is not None:
                 runner.task.cancel()
             metrics.forget_group(f"{namespace}/{name}")  # no stale series (or alerts) left
+            self.poke_namespace(namespace)
             return None
         if not self.leading:
             return None  # A standby: the leader runs the rounds (``_lead`` starts them).
@@ -224,10 +231,18 @@ class Shell:
             runner = rounds.GroupRunner(self.context, namespace, name)
             self.runners[key] = runner
             runner.start()
-        elif self._groups.get(key) != (uid, generation) or runner.fencing:
+            self._poke_others(namespace, name)
+        elif self._groups.get(key) != (uid, generation):
+            self.poke_namespace(namespace)
+        elif runner.fencing:
             runner.poke()
         self._groups[key] = (uid, generation)
         return runner
+
+    def _poke_others(self, namespace: str, name: str) -> None:
+        for (ns, other), runner in self.runners.items():
+            if ns == namespace and other != name:
+                runner.poke()
 
     def poke_namespace(self, namespace: str) -> None:
         """Wake every group of a namespace."""

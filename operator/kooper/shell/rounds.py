@@ -49,6 +49,9 @@ class Views(Protocol):
     def released(self, namespace: str) -> Iterable[views.LeaseView]:
         """Member Leases of the namespace deleted lately, as they last were."""
 
+    def groups_of(self, namespace: str) -> Iterable[views.GroupView]:
+        """Every WorkerGroup of the namespace."""
+
     def connectors(self, namespace: str, group: str) -> Iterable[views.ConnectorView]:
         """Connectors naming ``group``."""
 
@@ -282,7 +285,8 @@ class GroupRunner:
             released=list(self.ctx.views.released(self.namespace)),
             connectors=list(self.ctx.views.connectors(self.namespace, self.name)),
             configmaps=configmaps, leader=self.ctx.identity,
-            leader_epoch=self.writer.epoch)
+            leader_epoch=self.writer.epoch,
+            others=[g for g in self.ctx.views.groups_of(self.namespace) if g.name != self.name])
         owners: dict[control.Owner, control.OwnerFacts] = {}
         for kind, name in sorted(control.owners_to_read(inputs, self.memory)):
             try:
