@@ -140,6 +140,22 @@ def test_a_member_whose_last_report_says_it_left_is_a_planned_departure():
     assert waits.memory.persisted.state.delay is not None
 
 
+def test_a_worker_that_left_while_its_pod_stays_is_no_planned_departure():
+    """The kubelet restarts its container (a failed liveness probe): SIGTERM, the worker
+    leaves saying so, and the same identity comes back in the same pod. Its work waits
+    for it, as for any unplanned departure."""
+    memory, members = converged()
+    b = next(m for m in members if m.id == "b")
+    last = modelled.lease(dataclasses.replace(b, owned=model.EMPTY))
+    assert last.report is not None
+    said = dataclasses.replace(last, report=dataclasses.replace(last.report, left=True))
+    gone = control.step(dataclasses.replace(inputs(members, pods_only=("b",)),
+                                            released=[said]), memory, now_ms=300)
+    assert gone.memory.persisted.state.delay is not None
+    assert gone.plan is not None
+    assert gone.plan.unassigned
+
+
 def test_kip415_waits_the_delay_even_for_a_planned_departure():
     memory, members = converged(model.Policy.KIP415)
     kip = model.Policy.KIP415

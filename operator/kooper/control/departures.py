@@ -52,13 +52,13 @@ def terminating(pods: Mapping[str, views.PodView], members: Iterable[ids.WorkerI
 
 def planned(member: str, pod: views.PodView | None, seen: Seen,
             left: AbstractSet[str] = frozenset()) -> bool:
-    """Whether the departed ``member`` left on purpose (its pod was terminating, or it
-    is in ``left``: ``said_left``)."""
-    if member in left:
-        return True
+    """Whether the departed ``member`` left on purpose: its pod is terminating, or is gone
+    and was seen terminating or the member is in ``left`` (``said_left``). A worker that
+    left while its pod stays (the kubelet restarts its container) comes back as the same
+    identity: that is no planned departure."""
     if pod is not None:
         return pod.deleting
-    return any(name == member for name, _ in seen)
+    return member in left or any(name == member for name, _ in seen)
 
 
 def said_left(inputs: Inputs, memory: Memory) -> frozenset[str]:
