@@ -161,15 +161,9 @@ def vanished(
     Returns ``previous`` itself when nothing changed.
     """
     said_left, still = gone or {}, owning or {}
-    by_name: dict[str, views.LeaseView] | None = None
-    if previous:
-        by_name = {lease.name: lease for lease in leases}
-        previous_now = {m: _renewed(v, by_name.get(views.configmap_name(m)), observed,
-                                    default_duration_s=default_duration_s, skew_s=skew_s)
-                        for m, v in previous.items()}
-    else:
-        previous_now = {}
-    result = {m: v for m, v in previous_now.items()
+    by_name = {lease.name: lease for lease in leases} if previous else None
+    result = {m: v for m, v in _renewals(previous, by_name, observed, default_duration_s,
+                                         skew_s).items()
               if now_ms < v.until_ms and m in state.assignments
               and said_left.get(m) != v.report.incarnation
               and not _live_as(live, m, v.report.incarnation)}
@@ -187,15 +181,7 @@ def vanished(
         if by_name is None:
             by_name = {lease.name: lease for lease in leases}
         lease = by_name.get(name)
-        pod = pods.get(member)
-        if uid and pod is not None and pod.uid == uid and (
-                lease is not None or (pod.deleting and still.get(member) != was)):
-            # The pod its Lease named is there: a new incarnation in it (the old one
-            # exited), its Lease there but expired (it fenced itself), or its Lease gone
-            # while the pod stops (a worker that predates ``left`` leaving), unless that
-            # Lease's last version still owns work. A Lease gone while its pod runs on (or
-            # stops, owning work), with no word that it left, was deleted by someone
-            # else: the worker runs on and renews it again, so it keeps its work.
+        if _stopped_in_pod(uid, pods.get(member), lease, owning=still.get(member) == was):
             continue
         base, duration = now_ms, last[0][2] if last is not None else None
         if lease is not None and uid and lease.pod_uid == uid and name in observed:
@@ -210,6 +196,29 @@ def vanished(
                                      owned=held)
         result[member] = Vanished(report, until)
     return previous if result == previous else result
+
+
+def _stopped_in_pod(uid: str, pod: views.PodView | None, lease: views.LeaseView | None, *,
+                    owning: bool) -> bool:
+    """Whether the pod ``uid`` its Lease named, still there, proves its process stopped: a
+    new incarnation in it (the old one exited), its Lease there but expired (it fenced
+    itself), or its Lease gone while the pod stops (a worker that predates ``left``
+    leaving), unless that Lease's last version still ``owning`` work. A Lease gone while
+    its pod runs on (or stops, owning work), with no word that it left, was deleted by
+    someone else: the worker runs on and renews it again, so it keeps its work."""
+    return bool(uid) and pod is not None and pod.uid == uid and (
+        lease is not None or (pod.deleting and not owning))
+
+
+def _renewals(kept: Mapping[ids.WorkerId, Vanished],
+              by_name: Mapping[str, views.LeaseView] | None, observed: Observed,
+              default_duration_s: int, skew_s: int) -> Mapping[ids.WorkerId, Vanished]:
+    """Each kept member as ``_renewed`` by its Lease, if there (``by_name``)."""
+    if not kept or by_name is None:
+        return kept
+    return {m: _renewed(v, by_name.get(views.configmap_name(m)), observed,
+                        default_duration_s=default_duration_s, skew_s=skew_s)
+            for m, v in kept.items()}
 
 
 def _renewed(kept: Vanished, lease: views.LeaseView | None, observed: Observed, *,

@@ -314,8 +314,8 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
         if group.settings.policy is model.Policy.KOOPER else None)
     return Step(
         memory=next_memory,
-        wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms, d.now_ms + retry_ms if failed
-                         else None, d.seen.outside.until_ms,
+        wake_at_ms=_wake(plan, d.seen.found.next_expiry_ms, d.seen.outside.until_ms,
+                         d.now_ms + retry_ms if failed else None,
                          *(r.next_at_ms for r in book.values())),
         plan=plan, snapshot=snap, previous=memory.persisted.state, configmap_writes=docs.writes,
         status=written, deletes=tuple(ids.WorkerId(m) for m in gone),
@@ -324,8 +324,7 @@ def _finish(d: Decision, failed: frozenset[ids.WorkerId], *, retry_ms: int) -> S
                                   failing=len(failing)),
         connectors=reporting.connectors(d, done=done, book=book, task_restarts=task_restarts,
                                         restarted=restarted, settled=not facts.pending),
-        failures=failed, decision=d,
-        epochs_first=_status_first(d, written, facts, gone, new_state),
+        failures=failed, decision=d, epochs_first=_status_first(d, written, facts, gone, new_state),
     )
 
 
