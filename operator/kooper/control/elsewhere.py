@@ -1,4 +1,10 @@
-"""Work still running outside the group: a connector that moved (pure).
+"""Work and pods the group shares with the rest of its namespace (pure).
+
+Three rules, each found by a probe that ran work on two pods or left a group stuck
+(docs/operator.md, "Work running outside the group"): ``held`` (a connector that moved
+here waits until it stopped where it ran), ``strays`` (a member whose pod was relabelled
+out keeps its work while it renews, ``liveness._renewed``) and ``taken`` (a pod two
+groups' selectors match belongs to the older group).
 
 A Connector's ``spec.workerGroup`` changed, or a Connector was deleted and created
 again naming another WorkerGroup: the old group's operator revokes its work, and its
