@@ -70,3 +70,13 @@ def test_the_kubelets_record_of_a_pods_processes_gives_its_join_and_leave_rows(t
     assert [(r.ts_ms, r.member, str(r.event)) for r in rows] == [
         (10, "workers-1", "join"), (50, "workers-1", "leave"), (60, "workers-1", "join")]
     assert localplane.lifecycle_rows(pod_dir, container="other") == []
+
+
+def test_the_kubelets_record_after_the_run_began_shutting_down_gives_no_rows(tmp_path):
+    pod_dir = tmp_path / "demo-ns_workers-0_0a1b2c3d"
+    pod_dir.mkdir()
+    (pod_dir / f"worker{kubelet.STATE_SUFFIX}").write_text("\n".join([
+        json.dumps({"ts_ms": 10, "event": "started"}),
+        json.dumps({"ts_ms": 90, "event": "finished", "exitCode": 0})]))
+    rows = localplane.lifecycle_rows(pod_dir, container="worker", until_ms=80)
+    assert [(r.ts_ms, str(r.event)) for r in rows] == [(10, "join")]

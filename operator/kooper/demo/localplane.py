@@ -232,6 +232,8 @@ class StatefulSetPods:
         self.worker_args = worker_args
         self.grace_s = grace_s
         self._pods: dict[str, PodRef] = {}
+        self._shut_ms: int | None = None
+        """When ``shutdown`` began: the processes it stops are after the run."""
 
     @property
     def workdir(self) -> pathlib.Path:
@@ -344,7 +346,7 @@ class StatefulSetPods:
         for pod_dir in self._pod_dirs():
             if (pod_dir / "events.jsonl").exists():
                 files.append(pod_dir / "events.jsonl")
-            rows = lifecycle_rows(pod_dir, container="worker")
+            rows = lifecycle_rows(pod_dir, container="worker", until_ms=self._shut_ms)
             if rows:
                 path = self.workdir / f"{pod_dir.name}.lifecycle.jsonl"
                 path.write_text("".join(row.to_json() + "\n" for row in rows))
@@ -364,14 +366,18 @@ class StatefulSetPods:
 
     def shutdown(self) -> None:
         """Delete the StatefulSet: the controller deletes the pods, the kubelet stops them."""
+        if self._shut_ms is None:
+            self._shut_ms = drill.now_ms()
         with contextlib.suppress(apierrors.ApiError):
             self.api.delete(f"/apis/apps/v1/namespaces/{self.ns.namespace}/statefulsets/"
                             f"{self.set_name}")
 
 
-def lifecycle_rows(pod_dir: pathlib.Path, *, container: str) -> list[events.Event]:
+def lifecycle_rows(pod_dir: pathlib.Path, *, container: str,
+                   until_ms: int | None = None) -> list[events.Event]:
     """The kubelet's record of a pod's container processes (``kubelet.STATE_SUFFIX``) as
-    drill rows: ``join`` when a process started, ``leave`` when it was reaped."""
+    drill rows: ``join`` when a process started, ``leave`` when it was reaped; none
+    from ``until_ms`` on (the run's pods being shut down, as the pod runner writes none)."""
     path = pod_dir / f"{container}{kubelet.STATE_SUFFIX}"
     if not path.exists():
         return []
@@ -383,6 +389,8 @@ def lifecycle_rows(pod_dir: pathlib.Path, *, container: str) -> list[events.Even
             record = json.loads(line)
         except ValueError:
             continue  # a torn last line (the kubelet was stopped mid-write)
+        if until_ms is not None and int(record["ts_ms"]) >= until_ms:
+            continue
         rows.append(events.Event(ts_ms=int(record["ts_ms"]), run="", group="", member=member,
                                  resource="", event=kinds[record["event"]]))
     return rows
