@@ -77,6 +77,11 @@ def test_a_pod_relabelled_out_of_its_group_keeps_its_work_while_its_worker_runs(
         # Past the fence budget (lease 5 s + skew 1 s) the old rule handed the work out.
         time.sleep(1.5 * (SETTINGS.lease_s + SETTINGS.clock_skew_s))
         assert running(runner) == before
+        # Stopping the pod moves its work: the worker says it left, owning nothing.
+        runner.stop_pod(1)
+        drill.wait_converged(runner, embedded, expected=SETTINGS.resources, settle_s=0.5,
+                             timeout_s=60)
+        assert set().union(*running(runner).values()) == {"workers-0"}
     assert overlaps("relabelled", runner) == 0
 
 
