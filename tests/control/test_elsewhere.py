@@ -166,3 +166,29 @@ def test_pods_an_older_groups_selector_matches_too_are_left_to_it():
         mine, others=[overlapping("2026-01-03T00:00:00Z")]), control.Memory(), now_ms=T0)
     assert given(younger) == {"A", "A-0", "A-1"}
     assert not problems(younger, "SelectorOverlap")
+
+
+def test_what_a_relabelled_member_gave_up_is_free_for_the_others():
+    """Its Lease still says what it runs: a revocation it applied (for balance, when a
+    new member joined) frees that work, as a live member's acknowledgement does."""
+    memory, a, b = settled()
+    c = member("c")
+    memory = control.step(_relabelled(a, b, T0 + 1_000, renewed=T0 + 1_000), memory,
+                          now_ms=T0 + 1_000).memory
+    joined = _relabelled(a, b, T0 + 2_000, renewed=T0 + 2_000)
+    joined = dataclasses.replace(joined, pods=[*joined.pods, modelled.pod(GROUP, c)],
+                                 leases=[*joined.leases, lease(c, T0 + 2_000)])
+    revoking = control.step(joined, memory, now_ms=T0 + 2_000)
+    told = {doc.member: doc for doc in revoking.configmap_writes}
+    assert "b" in told, "the relabelled member is told to give work up"
+    gave_up = model.ConnectorsAndTasks(told["b"].revoked.connectors, told["b"].revoked.tasks)
+    assert gave_up
+    applied = dataclasses.replace(b, owned=b.owned.difference(gave_up),
+                                  generation=told["b"].generation)
+    later = _relabelled(a, applied, T0 + 3_000, renewed=T0 + 3_000)
+    later = dataclasses.replace(later, pods=[*later.pods, modelled.pod(GROUP, c)],
+                                leases=[*later.leases, lease(c, T0 + 3_000)])
+    freed = control.step(later, revoking.memory, now_ms=T0 + 3_000)
+    to_c = {r for doc in freed.configmap_writes if doc.member == "c"
+            for r in doc.assigned.sorted()}
+    assert set(gave_up.sorted()) <= to_c

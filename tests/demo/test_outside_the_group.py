@@ -105,3 +105,35 @@ def test_a_second_group_whose_selector_matches_the_first_ones_pods_leaves_them_t
         assert conditions(embedded, "demo")["Ready"]["status"] == "True"
         assert running(runner) == before
     assert overlaps("overlap", runner) == 0
+
+
+def test_a_selector_switched_to_new_pods_moves_the_work_as_the_old_pods_stop(tmp_path):
+    """Blue/green: ``spec.selector`` now names the green pods. The blue ones keep their
+    work while they run (they give up what balance asks of them, which green takes), and
+    it all moves once they are stopped."""
+    with formed.group(tmp_path / "a", SETTINGS, run="switch") as (embedded, blue):
+        green = pods.PodRunner(embedded.api, workdir=tmp_path / "b", replicas=2,
+                               set_name="green", app_label="green-worker",
+                               worker_args=drill.worker_args(SETTINGS, run="switch"))
+        (tmp_path / "b").mkdir()
+        try:
+            green.start_all()
+            embedded.api.patch("workergroups", "demo", {"spec": {"selector": {
+                "matchLabels": {pods.WORKER_LABEL: "green-worker"}}}},
+                namespace=embedded.namespace)
+
+            def on(prefix):
+                now = running(blue, green)
+                return len(now) == SETTINGS.resources and all(len(m) == 1 for m in now.values()) \
+                    and any(next(iter(m)).startswith(prefix) for m in now.values())
+
+            cluster.wait_for(lambda: on("green-"), timeout_s=60,
+                             what="green to take what blue gave up")
+            assert on("workers-")  # blue still runs the rest
+            blue.stop_pod(1)
+            blue.stop_pod(0)
+            cluster.wait_for(lambda: on("green-") and not on("workers-"), timeout_s=60,
+                             what="everything to run on green")
+        finally:
+            green.shutdown()
+    assert overlaps("switch", blue, green) == 0

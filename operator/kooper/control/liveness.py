@@ -226,13 +226,19 @@ def _renewed(kept: Vanished, lease: views.LeaseView | None, observed: Observed, 
     """``kept`` with its budget counted again from its Lease's newest version, when that
     incarnation still renews it: its pod is there but no longer matches the selector
     (relabelled), or the process of a force-deleted pod created its Lease again. A
-    process that renews runs: its work stays with it."""
+    process that renews runs: its work stays with it. What it reports there is what it
+    runs: a revocation it applied frees that work, as a live member's acknowledgement
+    does (a relabelled member told to give work up for balance)."""
     if lease is None or lease.incarnation != kept.report.incarnation \
             or lease.renew_ms is None or lease.name not in observed:
         return kept
-    until = expiry_ms(observed[lease.name][1], lease.duration_s,
-                      default_duration_s=default_duration_s, skew_s=skew_s)
-    return kept if until <= kept.until_ms else Vanished(kept.report, until)
+    until = max(kept.until_ms, expiry_ms(observed[lease.name][1], lease.duration_s,
+                                         default_duration_s=default_duration_s, skew_s=skew_s))
+    report = lease.report if lease.report is not None \
+        and lease.report.incarnation == kept.report.incarnation else kept.report
+    if until == kept.until_ms and report == kept.report:
+        return kept
+    return Vanished(report, until)
 
 
 def _live_as(live: Mapping[ids.WorkerId, model.Member], member: ids.WorkerId,
