@@ -32,6 +32,15 @@ def overlaps(run, *runners):
     return metrics.run_metrics(rows).overlaps
 
 
+def more_pods(embedded, workdir, name, *, run):
+    """A second StatefulSet's two pods (``<name>-0``, ``<name>-1``, labelled
+    ``<name>-worker``), not started yet."""
+    workdir.mkdir()
+    return pods.PodRunner(embedded.api, workdir=workdir, replicas=2, set_name=name,
+                          app_label=f"{name}-worker",
+                          worker_args=drill.worker_args(SETTINGS, run=run))
+
+
 def conditions(embedded, group):
     status = (embedded.get("workergroups", group) or {}).get("status") or {}
     return {c["type"]: c for c in status.get("conditions", [])}
@@ -39,13 +48,10 @@ def conditions(embedded, group):
 
 def test_a_connector_moved_to_another_group_starts_there_once_it_stopped_here(tmp_path):
     with formed.group(tmp_path / "a", SETTINGS, run="moved") as (embedded, runner):
-        other = pods.PodRunner(embedded.api, workdir=tmp_path / "b", replicas=2,
-                               set_name="others", app_label="other-worker",
-                               worker_args=drill.worker_args(SETTINGS, run="moved"))
-        (tmp_path / "b").mkdir()
+        other = more_pods(embedded, tmp_path / "b", "others", run="moved")
         try:
             spec = {**embedded.get("workergroups", "demo")["spec"],
-                    "selector": {"matchLabels": {pods.WORKER_LABEL: "other-worker"}}}
+                    "selector": {"matchLabels": {pods.WORKER_LABEL: other.app_label}}}
             embedded.create("workergroups", {"apiVersion": "kooper.dev/v1alpha1",
                                              "kind": "WorkerGroup",
                                              "metadata": {"name": "other"}, "spec": spec})
@@ -112,14 +118,11 @@ def test_a_selector_switched_to_new_pods_moves_the_work_as_the_old_pods_stop(tmp
     work while they run (they give up what balance asks of them, which green takes), and
     it all moves once they are stopped."""
     with formed.group(tmp_path / "a", SETTINGS, run="switch") as (embedded, blue):
-        green = pods.PodRunner(embedded.api, workdir=tmp_path / "b", replicas=2,
-                               set_name="green", app_label="green-worker",
-                               worker_args=drill.worker_args(SETTINGS, run="switch"))
-        (tmp_path / "b").mkdir()
+        green = more_pods(embedded, tmp_path / "b", "green", run="switch")
         try:
             green.start_all()
             embedded.api.patch("workergroups", "demo", {"spec": {"selector": {
-                "matchLabels": {pods.WORKER_LABEL: "green-worker"}}}},
+                "matchLabels": {pods.WORKER_LABEL: green.app_label}}}},
                 namespace=embedded.namespace)
 
             def on(prefix):
