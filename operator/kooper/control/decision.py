@@ -59,6 +59,9 @@ class Observation:
     permanent: Mapping[str, bool]
     outside: elsewhere.Outside = elsewhere.NOTHING
     """Connectors left out of the round: their work still runs outside the group."""
+    left: Mapping[ids.WorkerId, str] = dataclasses.field(default_factory=dict)
+    """member → the incarnation whose deleted Lease's last report says it left
+    (``liveness.left``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

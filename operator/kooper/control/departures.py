@@ -61,14 +61,11 @@ def planned(member: str, pod: views.PodView | None, seen: Seen,
     return member in left or any(name == member for name, _ in seen)
 
 
-def said_left(inputs: Inputs, memory: Memory) -> frozenset[str]:
+def said_left(left: Mapping[ids.WorkerId, str], memory: Memory) -> frozenset[str]:
     """Members whose deleted Lease's last version says the incarnation that held their
-    work left (``liveness.left``)."""
-    if not inputs.released:
-        return frozenset()
+    work left (``left``: ``liveness.left``)."""
     incarnations = memory.persisted.state.incarnations
-    return frozenset(member for member, incarnation in liveness.left(inputs.released).items()
-                     if incarnations.get(member) == incarnation)
+    return frozenset(m for m, incarnation in left.items() if incarnations.get(m) == incarnation)
 
 
 def forget(seen: Seen, state: model.PlanState, pods: Mapping[str, views.PodView]) -> Seen:
@@ -82,18 +79,18 @@ def forget(seen: Seen, state: model.PlanState, pods: Mapping[str, views.PodView]
 
 
 def judge(inputs: Inputs, memory: Memory, members: Mapping[ids.WorkerId, model.Member],
-          seen: Seen) -> dict[str, bool]:
+          seen: Seen, left: Mapping[ids.WorkerId, str] | None = None) -> dict[str, bool]:
     """Absent members judged so far: True for a departure whose work is reassigned now
     (a known-permanent one, or a planned one)."""
     judged: dict[str, bool] = {}
-    left = said_left(inputs, memory)
+    said = said_left(left or {}, memory)
     for member, pod in absent_members(inputs, memory):
         if member in members:
             continue
         if member in memory.volatile.permanent:
             judged[member] = memory.volatile.permanent[member]
             continue
-        if planned(member, pod, seen, left):
+        if planned(member, pod, seen, said):
             judged[member] = True
             continue
         kind, name = owner_of(member, pod, memory)

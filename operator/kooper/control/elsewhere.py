@@ -68,13 +68,13 @@ def taken(group: views.GroupView, others: Sequence[views.GroupView],
 
 def held(connectors: Sequence[views.ConnectorView], leases: Sequence[views.LeaseView], *,
          matching: Mapping[str, views.PodView], state: model.PlanState,
-         reports: Mapping[ids.WorkerId, model.Member], observed: liveness.Observed,
+         members: Mapping[ids.WorkerId, model.Member], observed: liveness.Observed,
          now_ms: int, default_duration_s: int, skew_s: int) -> Outside:
     """The connectors to leave out of this round (see the module docstring).
 
-    ``matching`` are the group's pods by name, ``state`` the last round's plan, ``reports``
-    the members as found (what each reports running), ``observed`` when each Lease's
-    current version was first seen.
+    ``matching`` are the group's pods by name, ``state`` the last round's plan, ``members``
+    the members as found (each with what it reports running), ``observed`` when each
+    Lease's current version was first seen.
     """
     mine = {c.name for c in connectors}
     running: dict[str, str] = {}
@@ -84,9 +84,10 @@ def held(connectors: Sequence[views.ConnectorView], leases: Sequence[views.Lease
         if lease.member in matching or report is None or not report.owned:
             continue
         seen = observed.get(lease.name)
-        if not liveness.lease_live(lease, now_ms=now_ms, default_duration_s=default_duration_s,
-                                   skew_s=skew_s, observed_ms=seen[1] if seen else None):
-            continue
+        expires = liveness.expires_at_ms(lease, observed_ms=seen[1] if seen else now_ms,
+                                         default_duration_s=default_duration_s, skew_s=skew_s)
+        if expires is None or expires <= now_ms:
+            continue  # never renewed, or its worker fenced itself
         found = False
         for connector, resource in (
                 *((c, c) for c in report.owned.connectors),
@@ -94,26 +95,22 @@ def held(connectors: Sequence[views.ConnectorView], leases: Sequence[views.Lease
             if connector in mine and connector not in running:
                 running[connector] = f"{resource} on {lease.member}"
                 found = True
-        if found:
-            expires = liveness.expires_at_ms(
-                lease, observed_ms=seen[1] if seen else now_ms,
-                default_duration_s=default_duration_s, skew_s=skew_s)
-            if expires is not None and (until is None or expires < until):
-                until = expires
+        if found and (until is None or expires < until):
+            until = expires
     if not running:
         return NOTHING
-    for connector in _held_here(state, reports, running.keys()):
+    for connector in _held_here(state, members, running.keys()):
         del running[connector]
     return Outside(running, until) if running else NOTHING
 
 
-def _held_here(state: model.PlanState, reports: Mapping[ids.WorkerId, model.Member],
+def _held_here(state: model.PlanState, members: Mapping[ids.WorkerId, model.Member],
                connectors: Iterable[str]) -> set[str]:
     """Of ``connectors``, those this group's members hold, were assigned or lost."""
     wanted = set(connectors)
     here: set[str] = set()
     sets = (*state.assignments.values(), *state.revoking.values(), *state.lost.values(),
-            *(m.owned for m in reports.values()))
+            *(m.owned for m in members.values()))
     for resources in sets:
         here.update(wanted.intersection(resources.connectors))
         here.update(wanted.intersection(ids.task_connectors(resources.tasks)))

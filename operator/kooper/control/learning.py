@@ -45,7 +45,7 @@ def learn(d: Decision, failed: frozenset[ids.WorkerId]
     gone = memory.persisted.state.assignments.keys() - snap.members.keys()
     if gone:
         # Known-permanent departures (a scale-down) never return: they teach nothing.
-        left = departures.said_left(d.inputs, memory)
+        left = departures.said_left(d.seen.left, memory)
         learned = adaptive.departed(learned, sorted(
             m for m in gone if not d.seen.permanent.get(m)
             or departures.planned(m, d.seen.found.pods.get(m), d.seen.seen, left)), now_ms=now)

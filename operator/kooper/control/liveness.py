@@ -125,17 +125,23 @@ class Vanished:
 def left(released: Iterable[views.LeaseView]) -> Mapping[ids.WorkerId, str]:
     """member → the incarnation whose last report, in the last version of its deleted
     Lease, says it left: it stopped everything and starts nothing again."""
-    return {ids.WorkerId(lease.member): lease.report.incarnation for lease in released
-            if lease.report is not None and lease.report.left and not lease.report.owned
-            and lease.report.incarnation and lease.report.member == lease.member}
+    return {m: r.incarnation for m, r in _last_reports(released) if r.left and not r.owned}
 
 
 def still_owning(released: Iterable[views.LeaseView]) -> Mapping[ids.WorkerId, str]:
     """member → the incarnation whose last report, in the last version of its deleted
     Lease, still owns work: someone else deleted that Lease while the worker ran it."""
-    return {ids.WorkerId(lease.member): lease.report.incarnation for lease in released
-            if lease.report is not None and lease.report.owned and lease.report.incarnation
-            and lease.report.member == lease.member}
+    return {m: r.incarnation for m, r in _last_reports(released) if r.owned}
+
+
+def _last_reports(released: Iterable[views.LeaseView]
+                  ) -> Iterator[tuple[ids.WorkerId, messages.Report]]:
+    """(member, report) of each deleted Lease's last version whose report names its
+    incarnation and the member the Lease is for."""
+    for lease in released:
+        report = lease.report
+        if report is not None and report.incarnation and report.member == lease.member:
+            yield ids.WorkerId(lease.member), report
 
 
 def vanished(

@@ -26,6 +26,7 @@ def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> O
                                      last_good=memory.volatile.good_reports, now_ms=now_ms,
                                      memo=caches.members, observed=observed)
     vanished: Mapping[ids.WorkerId, liveness.Vanished] = {}
+    left = liveness.left(inputs.released) if inputs.released else {}
     if not inputs.gone_means_stopped:
         vanished = liveness.vanished(
             memory.volatile.vanished, state=memory.persisted.state, live=found.members,
@@ -33,7 +34,7 @@ def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> O
             leases=inputs.leases, before=memory.volatile.observed, observed=observed,
             reports=memory.volatile.good_reports, now_ms=now_ms,
             documents=memory.persisted.given if memory.persisted.documents is not None else None,
-            gone=liveness.left(inputs.released) if inputs.released else None,
+            gone=left,
             owning=liveness.still_owning(inputs.released) if inputs.released else None,
             default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
         found = snapshot.with_vanished(found, vanished)
@@ -48,12 +49,13 @@ def observe(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches) -> O
         owners = {**owners, **{pod.name: (pod.owner_kind, pod.owner_name)
                                for pod in found.new_pods if pod.owner_kind}}
     seen = departures.terminating(found.pods, found.members, memory.persisted.terminating)
-    permanent = departures.judge(inputs, memory, found.members, seen)
+    permanent = departures.judge(inputs, memory, found.members, seen, left)
     outside = elsewhere.NOTHING
     if len(inputs.leases) != len(found.members):  # some Lease is not a member's
         outside = elsewhere.held(
             inputs.connectors, inputs.leases, matching=found.pods,
-            state=memory.persisted.state, reports=found.members, observed=observed,
+            state=memory.persisted.state, members=found.members, observed=observed,
             now_ms=now_ms, default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
     return Observation(observed=observed, found=found, vanished=vanished, good=good,
-                       owners=owners, seen=seen, permanent=permanent, outside=outside)
+                       owners=owners, seen=seen, permanent=permanent, outside=outside,
+                       left=left)

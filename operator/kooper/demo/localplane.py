@@ -234,6 +234,8 @@ class StatefulSetPods:
         self._pods: dict[str, PodRef] = {}
         self._shut_ms: int | None = None
         """When ``shutdown`` began: the processes it stops are after the run."""
+        self._rendered: dict[pathlib.Path, tuple[int, int | None]] = {}
+        """Per lifecycle file: (the kubelet record's size, ``_shut_ms``) it was written for."""
 
     @property
     def workdir(self) -> pathlib.Path:
@@ -346,11 +348,16 @@ class StatefulSetPods:
         for pod_dir in self._pod_dirs():
             if (pod_dir / "events.jsonl").exists():
                 files.append(pod_dir / "events.jsonl")
-            rows = lifecycle_rows(pod_dir, container="worker", until_ms=self._shut_ms)
-            if rows:
-                path = self.workdir / f"{pod_dir.name}.lifecycle.jsonl"
+            record = pod_dir / f"worker{kubelet.STATE_SUFFIX}"
+            if not record.exists():
+                continue
+            path = self.workdir / f"{pod_dir.name}.lifecycle.jsonl"
+            key = (record.stat().st_size, self._shut_ms)
+            if self._rendered.get(path) != key:  # polled while a run converges: rewrite
+                rows = lifecycle_rows(pod_dir, container="worker", until_ms=self._shut_ms)
                 path.write_text("".join(row.to_json() + "\n" for row in rows))
-                files.append(path)
+                self._rendered[path] = key
+            files.append(path)
         return files
 
     def check_alive(self) -> None:

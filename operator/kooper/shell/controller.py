@@ -231,18 +231,13 @@ class Shell:
             runner = rounds.GroupRunner(self.context, namespace, name)
             self.runners[key] = runner
             runner.start()
-            self._poke_others(namespace, name)
+            self.poke_namespace(namespace)  # (itself too: a second wake of a new runner)
         elif self._groups.get(key) != (uid, generation):
             self.poke_namespace(namespace)
         elif runner.fencing:
             runner.poke()
         self._groups[key] = (uid, generation)
         return runner
-
-    def _poke_others(self, namespace: str, name: str) -> None:
-        for (ns, other), runner in self.runners.items():
-            if ns == namespace and other != name:
-                runner.poke()
 
     def poke_namespace(self, namespace: str) -> None:
         """Wake every group of a namespace."""
