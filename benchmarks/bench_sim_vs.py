@@ -7,7 +7,9 @@ Each run is a fresh process (``python -c``, ``PYTHONPATH`` the tree's ``operator
 simulates ``scenarios.rolling_restart(pods)`` at 1,000 connectors x 100 tasks, seed 1,
 compatible/kooper (bench_sim.py's part 3, without the Parquet), and prints its CPU seconds
 (``time.process_time``: comparable on a shared machine, unlike wall time), wall seconds,
-events and rounds (``--only N``: only N of the pods restart, bench_sim.py's ``--quick``).
+events and rounds, and how the CPU splits: ``decide`` is the operator's decision function
+(``control.step`` where the tree has one, else ``assignor.plan``, which the first release's
+simulator called), ``simulate`` the rest (the simulator's own events, members and reports) (``--only N``: only N of the pods restart, bench_sim.py's ``--quick``).
 Trees alternate (base, this, base, ...). ``--profile DIR`` writes each
 run's cProfile stats there and prints its top functions by own time.
 """
@@ -25,10 +27,22 @@ import trees
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CHILD = """
-import cProfile, json, sys, time
+import cProfile, importlib, json, sys, time
 from kooper.core import events as ev
 from kooper.sim import runner, scenarios
 pods, only, profile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+try:
+    owner, name = importlib.import_module("kooper.control.step"), "step"
+except ImportError:
+    owner, name = importlib.import_module("kooper.core.assignor"), "plan"
+decided, real = [0.0], getattr(owner, name)
+def timed(*args, **kwargs):
+    started = time.process_time()
+    try:
+        return real(*args, **kwargs)
+    finally:
+        decided[0] += time.process_time() - started
+setattr(owner, name, timed)
 config = runner.Config(pods=pods, connectors=1000, tasks=100, seed=1)
 scenario = scenarios.rolling_restart(pods, only=only or None)
 profiler = cProfile.Profile() if profile else None
@@ -40,10 +54,15 @@ if profiler:
     profiler.disable()
     profiler.dump_stats(profile)
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-print(json.dumps({"cpu": cpu, "wall": wall, "events": len(result.events),
+print(json.dumps({"cpu": cpu, "decide": decided[0], "simulate": cpu - decided[0],
+                  "wall": wall, "events": len(result.events),
                   "rounds": sum(1 for e in result.events if e.event is ev.Kind.ROUND),
                   "violations": len(result.violations)}))
 """
+
+
+SECONDS = ("cpu", "decide", "simulate", "wall")
+"""The measures in seconds (the others are counts)."""
 
 
 def run(tree: pathlib.Path, pods: int, only: int, profile: str) -> dict[str, float]:
@@ -86,8 +105,8 @@ def main() -> int:
           "alternating\n")
     print(f"| measure | {options.base} | {head} |")
     print("|---|---:|---:|")
-    for key in ("cpu", "wall", "events", "rounds", "violations"):
-        cells = [" / ".join(f"{r[key]:,.1f}" if key in ("cpu", "wall") else f"{r[key]:,.0f}"
+    for key in ("cpu", "decide", "simulate", "wall", "events", "rounds", "violations"):
+        cells = [" / ".join(f"{r[key]:,.1f}" if key in SECONDS else f"{r[key]:,.0f}"
                             for r in results[name]) for name in ("base", "this")]
         medians = [statistics.median(r[key] for r in results[name]) for name in ("base", "this")]
         print(f"| {key} (each run) | {cells[0]} (median {medians[0]:,.1f}) | "
