@@ -9,7 +9,8 @@ compatible/kooper (bench_sim.py's part 3, without the Parquet), and prints its C
 (``time.process_time``: comparable on a shared machine, unlike wall time), wall seconds,
 events and rounds, and how the CPU splits: ``decide`` is the operator's decision function
 (``control.step`` where the tree has one, else ``assignor.plan``, which the first release's
-simulator called), ``simulate`` the rest (the simulator's own events, members and reports) (``--only N``: only N of the pods restart, bench_sim.py's ``--quick``).
+simulator called), ``simulate`` the rest (the simulator's own events, members and
+reports). ``--only N``: only N of the pods restart, bench_sim.py's ``--quick``.
 Trees alternate (base, this, base, ...). ``--profile DIR`` writes each
 run's cProfile stats there and prints its top functions by own time.
 """
