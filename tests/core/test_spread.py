@@ -288,3 +288,15 @@ def test_the_work_a_roll_moved_goes_back_first_only_while_a_partition_holds_pods
     assert not rules.moved_first(snapshot({"w0", "w1", "w2"}))  # the roll is over
     assert not rules.moved_first(snapshot(set()))  # no revisions: no roll to undo
 
+
+
+@settings(max_examples=500, deadline=None)
+@given(held=st.dictionaries(st.sampled_from(NAMES), st.integers(1, 6), max_size=8),
+       size=st.integers(0, 30), members=st.integers(0, 10))
+def test_spread_judged_from_a_histogram_agrees_with_the_counts(held, size, members):
+    """``balance.spread_of`` (what the spread index keeps: how many members hold each
+    count) answers what ``balance.spread_ok`` answers from the counts themselves."""
+    histogram = Counter(held.values())
+    assert balance.spread_of(histogram, size, members) == balance.spread_ok(held, size, members)
+    histogram[99] = 0  # a count nobody holds any more is no holder
+    assert balance.spread_of(histogram, size, members) == balance.spread_ok(held, size, members)

@@ -224,40 +224,51 @@ class Groups:
     """Per connector, how many of its tasks each member holds (``balance.count_groups``).
 
     Indexed over each member's current task set and synced by identity like ``Union``.
+    Beside the counts, each connector's histogram of them (how many members hold one
+    of its tasks, how many two, ...): whether a connector is spread depends only on
+    that (``balance.spread_of``), so a connector a few members' changes touch is judged by
+    those members' counts, not by a pass over everyone holding it.
     """
 
-    __slots__ = ("counts", "sets", "spread")
+    __slots__ = ("counts", "histograms", "sets", "spread")
 
     def __init__(self) -> None:
         self.sets: dict[ids.WorkerId, frozenset[str]] = {}
         self.counts: dict[str, Counter[ids.WorkerId]] = defaultdict(Counter)
+        self.histograms: dict[str, Counter[int]] = defaultdict(Counter)
+        """connector → held count → how many members hold that many of its tasks."""
         self.spread: dict[str, tuple[int, int]] = {}
         """Connectors whose indexed counts are known spread, for (members, size) (0: any)."""
 
     def sync(self, sets: Mapping[ids.WorkerId, frozenset[str]]) -> None:
         """Index ``sets`` instead of what was indexed."""
         old = self.sets
-        counts = self.counts
-        known = self.spread
         for member, new in sets.items():
             before = old.get(member, frozenset())
             if before is new:
                 continue
             for task in before - new:
-                group = ids.task_connector(task)
-                _uncount(counts, group, member)
-                known.pop(group, None)
+                self._count(ids.task_connector(task), member, -1)
             for task in new - before:
-                group = ids.task_connector(task)
-                counts[group][member] += 1
-                known.pop(group, None)
+                self._count(ids.task_connector(task), member, 1)
         for member in old.keys() - sets.keys():
             for task in old[member]:
-                group = ids.task_connector(task)
-                _uncount(counts, group, member)
-                known.pop(group, None)
+                self._count(ids.task_connector(task), member, -1)
         self.sets = dict(sets)
 
+    def _count(self, group: str, member: ids.WorkerId, change: int) -> None:
+        """``member`` holds ``change`` more tasks of ``group``: counts and histogram."""
+        counter, histogram = self.counts[group], self.histograms[group]
+        was = counter.get(member, 0)
+        now = was + change
+        if was:
+            _uncount_value(histogram, was)
+        if now > 0:
+            counter[member] = now
+            histogram[now] += 1
+        else:
+            del counter[member]
+        self.spread.pop(group, None)
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
     ) -> dict[str, Counter[ids.WorkerId]]:
@@ -300,10 +311,10 @@ class Groups:
     ) -> bool:
         """``balance.spread_ok`` for every connector, over the index with ``changed`` sets.
 
-        ``changed`` replaces the indexed sets of a few members; only the connectors
-        they touch are recounted, the others are checked on the index as it stands.
-        A connector found spread on the index alone is remembered (for that member
-        count and size) until ``sync`` changes its counts.
+        ``changed`` replaces the indexed sets of a few members; a connector they touch
+        is judged by its histogram with their counts moved, the others by the index as
+        it stands. A connector found spread on the index alone is remembered (for that
+        member count and size) until ``sync`` changes its counts.
         """
         known = self.spread
         delta: dict[str, dict[ids.WorkerId, int]] = {}
@@ -313,8 +324,7 @@ class Groups:
                 for task in moved_tasks:
                     row = delta.setdefault(ids.task_connector(task), {})
                     row[member] = row.get(member, 0) + change
-        counts = self.counts
-        empty: Counter[ids.WorkerId] = Counter()
+        counts, histograms = self.counts, self.histograms
         for group, size in sizes.items():
             moved = delta.get(group)
             # With fewer tasks than members, spread means "one each at most", whatever
@@ -322,17 +332,35 @@ class Groups:
             key = (0, size) if size < members else (members, size)
             if not moved and known.get(group) == key:
                 continue
-            held: Mapping[ids.WorkerId, int] = counts.get(group, empty)
-            if moved:  # the counts with ``moved`` added, only the positive ones kept
-                merged = dict(held)
-                for member, change in moved.items():
-                    merged[member] = merged.get(member, 0) + change
-                held = {member: n for member, n in merged.items() if n > 0}
-            if not balance.spread_ok(held, size, members):
+            histogram: Mapping[int, int] = histograms.get(group) or {}
+            if moved:
+                histogram = _moved(histogram, counts.get(group) or {}, moved)
+            if not balance.spread_of(histogram, size, members):
                 return False
             if not moved:
                 known[group] = key
         return True
+
+
+def _moved(histogram: Mapping[int, int], counts: Mapping[ids.WorkerId, int],
+           moved: Mapping[ids.WorkerId, int]) -> dict[int, int]:
+    """``histogram`` with each member in ``moved`` holding that many more (or fewer)."""
+    result = dict(histogram)
+    for member, change in moved.items():
+        if change:
+            was = counts.get(member, 0)
+            if was:
+                result[was] -= 1
+            if was + change > 0:
+                result[was + change] = result.get(was + change, 0) + 1
+    return result
+
+
+def _uncount_value(histogram: Counter[int], value: int) -> None:
+    if histogram[value] <= 1:
+        del histogram[value]
+    else:
+        histogram[value] -= 1
 
 
 def _uncount(counts: Mapping[str, Counter[ids.WorkerId]], group: str, member: ids.WorkerId) -> None:

@@ -11,7 +11,7 @@ This package's face is the one name the assignor imports; the functions live in 
 modules, named for what they hold:
 
 * ``quotas``: how many each member should hold (``targets``), how many it gives up
-  (``revocation_counts``), per-connector counts (``count_groups``, ``spread_ok``);
+  (``revocation_counts``), per-connector counts (``count_groups``, ``spread_ok``, ``spread_of``);
 * ``revoking``: which resources a member gives up (``pick_last``, ``pick_spread_tasks``);
 * ``placing``: where free work goes (``allocate``);
 * ``target``: a shape both balanced and spread (``spread_target``), whose remainders
@@ -25,6 +25,7 @@ from kooper.core.balance.placing import GroupKey, allocate
 from kooper.core.balance.quotas import (
     count_groups,
     revocation_counts,
+    spread_of,
     spread_ok,
     targets,
     task_group,
@@ -39,6 +40,7 @@ __all__ = [
     "pick_last",
     "pick_spread_tasks",
     "revocation_counts",
+    "spread_of",
     "spread_ok",
     "spread_target",
     "targets",

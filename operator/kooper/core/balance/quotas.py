@@ -110,3 +110,22 @@ def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool
     if floor == 0 and min(held.values()) > 0:
         return len(held) <= extra  # every member listed holds one: no count to walk
     return sum(1 for count in held.values() if count > floor) <= extra
+
+
+def spread_of(histogram: Mapping[int, int], size: int, members: int) -> bool:
+    """``spread_ok`` from a connector's histogram (held count → how many members hold
+    that many; zero entries allowed), for an index that keeps histograms
+    (``assignor.indexes.Groups``): the rule reads only the largest count and how many
+    members hold ``floor + 1``. ``tests/core/test_spread.py`` checks the two agree."""
+    held = [count for count, holders in histogram.items() if holders > 0]
+    if not held or members <= 0:
+        return True
+    floor, extra = divmod(size, members)
+    most = max(held)
+    if extra == 0:
+        return most <= floor
+    if most <= floor:
+        return True
+    if most > floor + 1:
+        return False
+    return histogram[floor + 1] <= extra
