@@ -15,7 +15,17 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
+from kooper.control import (
+    adaptive,
+    events,
+    failures,
+    liveness,
+    restarts,
+    restore,
+    settings,
+    snapshot,
+    views,
+)
 from kooper.control.memo import PerMember
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
@@ -284,10 +294,12 @@ class Caches:
                     a is b for a, b in zip(before, found, strict=True))):
                 return result
         counts, states = snapshot.wanted(found)
+        configs = {c.name: c.config for c in found}
         result = Wanted(
-            counts=counts, states=states, configs={c.name: c.config for c in found},
+            counts=counts, states=states, configs=configs,
             key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart,
-                              c.restart_task) for c in found)))
+                              c.restart_task) for c in found)),
+            carried=settings.wanted(configs, states))
         self.connectors = (found, result)
         return result
 
@@ -307,6 +319,9 @@ class Wanted:
     states: Mapping[str, str]
     configs: Mapping[str, Mapping[str, str]]
     key: tuple[object, ...]
+    carried: settings.Settings
+    """What the documents should carry of each (``settings.wanted``): the same object
+    while the Connectors are, so the next round finds it written (``settings.changed``)."""
 
 
 def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:

@@ -40,7 +40,7 @@ def plan(inputs: Inputs, memory: Memory, seen: Observation, now: Situation, *, n
                                  exempt={member for member, _ in seen.seen})
     if now.foreign:  # after pacing: these members must be rewritten whatever pacing left
         planned = claims.revoke_foreign(planned, now.foreign, done=memory.volatile.revoked_claims)
-    carried = settings.wanted(now.wanted.configs, now.wanted.states)
+    carried = now.wanted.carried
     planned = settings.rewrite(planned,
                                settings.changed(memory.persisted.settings_written, carried))
     # A member starting a new membership (it fenced itself, or came back) must apply its

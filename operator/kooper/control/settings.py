@@ -27,6 +27,8 @@ def wanted(configs: Mapping[str, Mapping[str, str]], states: Mapping[str, str]) 
 
 def changed(written: Settings, now: Settings) -> frozenset[str]:
     """Connectors the documents named with another config or state than ``now``."""
+    if written is now:  # the last round carried these very settings
+        return frozenset()
     return frozenset(name for name, was in written.items()
                      if name in now and tuple(now[name]) != tuple(was))
 

@@ -176,7 +176,7 @@ def assignment_message(
     must not apply its previous life's document, whose work may be moving.
     """
     connectors = set(plan.assigned.connectors)
-    connectors.update(model.task_connector(task) for task in plan.assigned.tasks)
+    connectors.update(ids.task_connectors(plan.assigned.tasks))
     return messages.Assignment(
         group=group,
         member=member,
