@@ -100,16 +100,7 @@ def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool
     if not held or members <= 0:
         return True
     floor, extra = divmod(size, members)
-    most = max(held.values())
-    if extra == 0:
-        return most <= floor
-    if most <= floor:
-        return True
-    if most > floor + 1:
-        return False
-    if floor == 0 and min(held.values()) > 0:
-        return len(held) <= extra  # every member listed holds one: no count to walk
-    return sum(1 for count in held.values() if count > floor) <= extra
+    return _spread(max(held.values()), floor, extra, lambda: _at_ceil(held, floor))
 
 
 def spread_of(histogram: Mapping[int, int], size: int, members: int) -> bool:
@@ -121,11 +112,23 @@ def spread_of(histogram: Mapping[int, int], size: int, members: int) -> bool:
     if not held or members <= 0:
         return True
     floor, extra = divmod(size, members)
-    most = max(held)
+    return _spread(max(held), floor, extra, lambda: histogram[floor + 1])
+
+
+def _spread(most: int, floor: int, extra: int, at_ceil: Callable[[], int]) -> bool:
+    """The spread rule on the largest count: nobody above ``floor + 1``, and no more
+    than ``extra`` members (``at_ceil()``, asked only then) at ``floor + 1``."""
     if extra == 0:
         return most <= floor
     if most <= floor:
         return True
     if most > floor + 1:
         return False
-    return histogram[floor + 1] <= extra
+    return at_ceil() <= extra
+
+
+def _at_ceil(held: Mapping[ids.WorkerId, int], floor: int) -> int:
+    """How many members hold more than ``floor`` (the largest count being ``floor + 1``)."""
+    if floor == 0 and min(held.values()) > 0:
+        return len(held)  # every member listed holds one: no count to walk
+    return sum(1 for count in held.values() if count > floor)
