@@ -15,17 +15,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-from kooper.control import (
-    adaptive,
-    events,
-    failures,
-    liveness,
-    restarts,
-    restore,
-    settings,
-    snapshot,
-    views,
-)
+from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
+from kooper.control import settings as carrying
 from kooper.control.memo import PerMember
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
@@ -299,7 +290,7 @@ class Caches:
             counts=counts, states=states, configs=configs,
             key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart,
                               c.restart_task) for c in found)),
-            carried=settings.wanted(configs, states))
+            carried=carrying.wanted(configs, states))
         self.connectors = (found, result)
         return result
 
@@ -319,7 +310,7 @@ class Wanted:
     states: Mapping[str, str]
     configs: Mapping[str, Mapping[str, str]]
     key: tuple[object, ...]
-    carried: settings.Settings
+    carried: carrying.Settings
     """What the documents should carry of each (``settings.wanted``): the same object
     while the Connectors are, so the next round finds it written (``settings.changed``)."""
 
