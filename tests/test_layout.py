@@ -1,3 +1,4 @@
+import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,8 +32,6 @@ def test_no_decision_module_is_over_400_lines():
 
 
 def test_no_decision_function_is_over_60_lines():
-    import ast
-
     long = {}
     for path in _decision_modules():
         for node in ast.walk(ast.parse(path.read_text())):

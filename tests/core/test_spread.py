@@ -289,7 +289,6 @@ def test_the_work_a_roll_moved_goes_back_first_only_while_a_partition_holds_pods
     assert not rules.moved_first(snapshot(set()))  # no revisions: no roll to undo
 
 
-
 @settings(max_examples=500, deadline=None)
 @given(held=st.dictionaries(st.sampled_from(NAMES), st.integers(1, 6), max_size=8),
        size=st.integers(0, 30), members=st.integers(0, 10))

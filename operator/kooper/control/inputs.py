@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
-from kooper.control import settings as carrying
 from kooper.control.memo import PerMember
+from kooper.control.settings import Settings, to_carry
 from kooper.core import assignor, ids, model
 from kooper.protocol import messages
 
@@ -290,7 +290,7 @@ class Caches:
             counts=counts, states=states, configs=configs,
             key=tuple(sorted((c.name, tuple(sorted(c.config.items())), c.state, c.restart,
                               c.restart_task) for c in found)),
-            carried=carrying.wanted(configs, states))
+            carried=to_carry(configs, states))
         self.connectors = (found, result)
         return result
 
@@ -310,8 +310,8 @@ class Wanted:
     states: Mapping[str, str]
     configs: Mapping[str, Mapping[str, str]]
     key: tuple[object, ...]
-    carried: carrying.Settings
-    """What the documents should carry of each (``settings.wanted``): the same object
+    carried: Settings
+    """What the documents should carry of each (``settings.to_carry``): the same object
     while the Connectors are, so the next round finds it written (``settings.changed``)."""
 
 

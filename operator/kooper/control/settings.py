@@ -19,7 +19,7 @@ Settings = Mapping[str, tuple[Mapping[str, str] | None, str | None]]
 """connector → (config, state) as the documents last carried them."""
 
 
-def wanted(configs: Mapping[str, Mapping[str, str]], states: Mapping[str, str]) -> dict[
+def to_carry(configs: Mapping[str, Mapping[str, str]], states: Mapping[str, str]) -> dict[
         str, tuple[Mapping[str, str] | None, str | None]]:
     """What the documents should carry for every Connector."""
     return {name: (configs.get(name), states.get(name)) for name in {*configs, *states}}

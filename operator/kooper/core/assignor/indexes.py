@@ -11,6 +11,7 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Container, Mapping
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 from kooper.core import balance, ids, model
 
@@ -262,13 +263,14 @@ class Groups:
         was = counter.get(member, 0)
         now = was + change
         if was:
-            _uncount_value(histogram, was)
+            _decrement(histogram, was)
         if now > 0:
             counter[member] = now
             histogram[now] += 1
         else:
             del counter[member]
         self.spread.pop(group, None)
+
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
     ) -> dict[str, Counter[ids.WorkerId]]:
@@ -295,7 +297,7 @@ class Groups:
                 group = ids.task_connector(task)
                 if group in result:
                     mine(group)
-                    _uncount(result, group, member)
+                    _decrement(result[group], member)
             for task in tasks - base:
                 group = ids.task_connector(task)
                 if group in result:
@@ -356,16 +358,9 @@ def _moved(histogram: Mapping[int, int], counts: Mapping[ids.WorkerId, int],
     return result
 
 
-def _uncount_value(histogram: Counter[int], value: int) -> None:
-    if histogram[value] <= 1:
-        del histogram[value]
+def _decrement(counter: Counter[Any], key: object) -> None:
+    """One fewer ``key`` in ``counter``, which keeps no zero counts."""
+    if counter[key] <= 1:
+        del counter[key]
     else:
-        histogram[value] -= 1
-
-
-def _uncount(counts: Mapping[str, Counter[ids.WorkerId]], group: str, member: ids.WorkerId) -> None:
-    counter = counts[group]
-    if counter[member] <= 1:
-        del counter[member]
-    else:
-        counter[member] -= 1
+        counter[key] -= 1
