@@ -231,7 +231,7 @@ class Groups:
     those members' counts, not by a pass over everyone holding it.
     """
 
-    __slots__ = ("counts", "histograms", "sets", "spread")
+    __slots__ = ("basis", "counts", "histograms", "pending", "sets", "spread")
 
     def __init__(self) -> None:
         self.sets: dict[ids.WorkerId, frozenset[str]] = {}
@@ -240,6 +240,12 @@ class Groups:
         """connector → held count → how many members hold that many of its tasks."""
         self.spread: dict[str, tuple[int, int]] = {}
         """Connectors whose indexed counts are known spread, for (members, size) (0: any)."""
+        self.basis: tuple[dict[str, int], int] | None = None
+        """(sizes, members) of the last ``all_spread`` that judged every connector and
+        found it spread: each connector not in ``pending`` still is."""
+        self.pending: set[str] = set()
+        """Connectors to judge again before ``basis`` answers for them: counted since, or
+        judged then with a round's changes only."""
 
     def sync(self, sets: Mapping[ids.WorkerId, frozenset[str]]) -> None:
         """Index ``sets`` instead of what was indexed."""
@@ -270,6 +276,7 @@ class Groups:
         else:
             del counter[member]
         self.spread.pop(group, None)
+        self.pending.add(group)
 
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
@@ -316,9 +323,10 @@ class Groups:
         ``changed`` replaces the indexed sets of a few members; a connector they touch
         is judged by its histogram with their counts moved, the others by the index as
         it stands. A connector found spread on the index alone is remembered (for that
-        member count and size) until ``sync`` changes its counts.
+        member count and size) until ``sync`` changes its counts; once every connector
+        was, a call with the same sizes and member count judges only those counted since
+        and those ``changed`` touches (``basis``, ``pending``).
         """
-        known = self.spread
         delta: dict[str, dict[ids.WorkerId, int]] = {}
         for member, tasks in changed.items():
             base = self.sets.get(member, frozenset())
@@ -326,21 +334,36 @@ class Groups:
                 for task in moved_tasks:
                     row = delta.setdefault(ids.task_connector(task), {})
                     row[member] = row.get(member, 0) + change
-        counts, histograms = self.counts, self.histograms
-        for group, size in sizes.items():
-            moved = delta.get(group)
-            # With fewer tasks than members, spread means "one each at most", whatever
-            # the member count: a join or a departure does not make it worth a recount.
-            key = (0, size) if size < members else (members, size)
-            if not moved and known.get(group) == key:
-                continue
-            histogram: Mapping[int, int] = histograms.get(group) or {}
-            if moved:
-                histogram = _moved(histogram, counts.get(group) or {}, moved)
-            if not balance.spread_of(histogram, size, members):
-                return False
-            if not moved:
-                known[group] = key
+        basis = self.basis
+        if basis is not None and basis[1] == members and basis[0] == sizes:
+            # Only what changed since every connector was found spread is judged again.
+            judged = [g for g in self.pending.union(delta) if g in sizes]
+            return all([self._judge(group, sizes[group], members, delta.get(group))
+                        for group in judged])
+        if not all(self._judge(group, size, members, delta.get(group))
+                   for group, size in sizes.items()):
+            return False
+        self.basis, self.pending = (dict(sizes), members), set(delta)
+        return True
+
+    def _judge(self, group: str, size: int, members: int,
+               moved: Mapping[ids.WorkerId, int] | None) -> bool:
+        """Whether ``group`` is spread, its indexed counts with ``moved`` applied; spread
+        on the index alone is remembered (``spread``) and no longer ``pending``."""
+        # With fewer tasks than members, spread means "one each at most", whatever
+        # the member count: a join or a departure does not make it worth a recount.
+        key = (0, size) if size < members else (members, size)
+        if not moved and self.spread.get(group) == key:
+            self.pending.discard(group)
+            return True
+        histogram: Mapping[int, int] = self.histograms.get(group) or {}
+        if moved:
+            histogram = _moved(histogram, self.counts.get(group) or {}, moved)
+        if not balance.spread_of(histogram, size, members):
+            return False
+        if not moved:
+            self.spread[group] = key
+            self.pending.discard(group)
         return True
 
 

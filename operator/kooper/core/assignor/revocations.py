@@ -138,6 +138,7 @@ def trim(draft: Draft, member: ids.WorkerId, held: frozenset[str], count: int,
     unheld = [x for x in current if x not in held] if member in draft.edited else []
     picked = pick(unheld, min(count, len(unheld))) if unheld else []
     if count > len(picked):
-        picked = [*picked, *pick([x for x in current if x in held], count - len(picked))]
+        mine = current if current <= held else [x for x in current if x in held]
+        picked = [*picked, *pick(mine, count - len(picked))]
     draft.edit(member).difference_update(picked)
     return frozenset(x for x in picked if x not in held)

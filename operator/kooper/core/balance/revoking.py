@@ -54,10 +54,14 @@ def pick_spread_tasks(
     """
     if count <= 0:
         return []
-    last, by_connector = _by_connector(tasks)
+    listed = list(tasks)
+    connectors: list[str] = list(ids.task_connectors(listed))
     seen = taken if taken is not None else Counter[str]()
-    if not by_connector:
-        return _pick_singles(last, count, seen, epochs, moved_first)
+    if len(set(connectors)) == len(connectors):
+        return _pick_singles(listed, connectors, count, seen, epochs, moved_first=moved_first)
+    by_connector: dict[str, list[str]] = defaultdict(list)
+    for task, connector in zip(listed, connectors, strict=True):
+        by_connector[connector].append(task)
     return _pick_tiers(by_connector, count, seen, epochs, moved_first)
 
 
@@ -112,21 +116,6 @@ def _entry(size: int, top: int, picked: int, rank: int, moved_first: bool) -> _E
     return (size, top, picked, rank) if moved_first else (size, picked, top, rank)
 
 
-def _by_connector(tasks: Iterable[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """A task of each connector, and each connector's tasks (empty when one each).
-
-    Usually a member holds one task of each of a hundred connectors: no lists then.
-    """
-    listed = list(tasks)
-    connectors: list[str] = list(ids.task_connectors(listed))
-    last = dict(zip(connectors, listed, strict=True))
-    by_connector: dict[str, list[str]] = defaultdict(list)
-    if len(last) != len(listed):
-        for task, connector in zip(listed, connectors, strict=True):
-            by_connector[connector].append(task)
-    return last, by_connector
-
-
 def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[int, list[int]]:
     """The ranks in ``names`` of the connectors holding each number of tasks."""
     tiers: dict[int, list[int]] = defaultdict(list)
@@ -136,22 +125,22 @@ def _tiers(names: Sequence[str], by_connector: Mapping[str, list[str]]) -> dict[
     return tiers
 
 
-def _pick_singles(last: Mapping[str, str], count: int, seen: Counter[str],
-                  epochs: Mapping[str, int] | None, moved_first: bool) -> list[str]:
-    """``pick_spread_tasks`` when every connector holds one task (``last``): the picks
-    are the ``count`` smallest keys at once, since a picked connector has nothing left
-    and no other key changes. The keys are negated and the largest taken, so that ties
-    go to the connector that sorts last without sorting the names."""
-    names = list(last)
+def _pick_singles(tasks: Sequence[str], connectors: Sequence[str], count: int,
+                  seen: Counter[str], epochs: Mapping[str, int] | None, *,
+                  moved_first: bool) -> list[str]:
+    """``pick_spread_tasks`` when no two ``tasks`` share a connector (``connectors``, in
+    the same order): the picks are the ``count`` smallest keys at once, since a picked
+    connector has nothing left and no other key changes. The keys are negated and the
+    largest taken, so that ties go to the connector that sorts last without sorting."""
     zero = itertools.repeat(0)
-    tops: Iterable[int] = map(epochs.get, map(last.__getitem__, names), zero) if epochs \
-        else zero
-    fewest = map(operator.neg, map(seen.get, names, zero))
+    tops: Iterable[int] = map(epochs.get, tasks, zero) if epochs else zero
+    fewest = map(operator.neg, map(seen.get, connectors, zero))
     firsts, seconds = (tops, fewest) if moved_first else (fewest, tops)
-    best = heapq.nlargest(count, zip(firsts, seconds, names, strict=False))
-    for *_, name in best:
-        seen[name] += 1
-    return [last[name] for *_, name in best]
+    keys = zip(firsts, seconds, connectors, tasks, strict=False)
+    best = [max(keys)] if count == 1 and tasks else heapq.nlargest(count, keys)
+    for _, _, connector, _ in best:
+        seen[connector] += 1
+    return [task for *_, task in best]
 
 
 def _top(tasks: list[str], epochs: Mapping[str, int] | None) -> int:
