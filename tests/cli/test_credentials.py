@@ -243,3 +243,53 @@ def test_kooper_status_does_not_import_kopf():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "False"
+
+
+def _failing_plugin(tmp_path: Path) -> Path:
+    """A credential plugin that fails as an expired cloud login does."""
+    plugin = tmp_path / "failing-plugin"
+    plugin.write_text(f"#!{sys.executable}\nimport sys\n"
+                      "sys.stderr.write('the SSO session has expired\\n')\nsys.exit(1)\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+    return plugin
+
+
+def test_a_failing_exec_plugin_is_one_error_naming_the_file_and_the_plugins_words(
+        tmp_path: Path, capsys):
+    """The `kubernetes` loader logs a plugin's failure and goes on without credentials:
+    requests would go out anonymous and come back 401 without saying why."""
+    path = _exec_kubeconfig(tmp_path, _failing_plugin(tmp_path))
+    with pytest.raises(credentials.KubeconfigError) as raised:
+        credentials.from_kubeconfig([str(path)])
+    message = str(raised.value)
+    assert str(path) in message
+    assert "exec" in message
+    assert "the SSO session has expired" in message
+    assert "\n" not in message
+    assert capsys.readouterr().err == ""
+
+
+def test_a_missing_exec_plugin_names_its_install_hint(tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
+        "users:\n- name: u\n  user:\n    exec:\n"
+        "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+        "      command: kooper-no-such-plugin\n"
+        "      installHint: install it with your package manager\n", encoding="utf-8")
+    with pytest.raises(credentials.KubeconfigError,
+                       match=r"kooper-no-such-plugin.*install it with your package manager"):
+        credentials.from_kubeconfig([str(path)])
+
+
+def test_a_plugin_that_fails_at_renewal_leaves_the_old_token_in_use(tmp_path: Path):
+    from kooper.shell.login import Login
+
+    plugin = _exec_plugin(tmp_path, "first")
+    path = _exec_kubeconfig(tmp_path, plugin)
+    login = Login(lambda: credentials.from_kubeconfig([str(path)]), min_interval_s=0.0)
+    plugin.write_bytes(_failing_plugin(tmp_path).read_bytes())
+    login.relogin()
+    assert login.current()[1] == "Bearer first"
+

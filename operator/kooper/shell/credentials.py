@@ -18,9 +18,12 @@ kooper does not use it.)
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kooper.core import errors
@@ -80,9 +83,12 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
                                   f"(contexts: {', '.join(known) or 'none'})")
         loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
             config_dict=merged.config, active_context=context, config_base_path=None)
-        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        with _logged_by_the_loader() as logged:
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         chosen = loader.current_context
-        cluster = _cluster_of(merged.config.value, chosen)
+        cluster = _entry_of(merged.config.value, chosen, "cluster")
+        _check_user(f"kubeconfig {files}: context {context!r}",
+                    _entry_of(merged.config.value, chosen, "user"), configuration, logged)
         if cluster.get("tls-server-name"):
             # kopf's client cannot set the TLS server name: its watches would fail the
             # certificate check with a message that names neither the file nor the key.
@@ -126,16 +132,52 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
     )
 
 
-def _cluster_of(config: Mapping[str, Any], context: Any) -> Mapping[str, Any]:
-    """The ``cluster`` entry the chosen context names in the merged kubeconfig."""
-    name = ((context.get("context") or {}).get("cluster") if isinstance(context, dict)
+def _entry_of(config: Mapping[str, Any], context: Any, kind: str) -> Mapping[str, Any]:
+    """The ``cluster`` or ``user`` entry the chosen context names in the merged kubeconfig."""
+    name = ((context.get("context") or {}).get(kind) if isinstance(context, dict)
             else None)
-    for node in config.get("clusters") or []:
+    for node in config.get(kind + "s") or []:
         entry = getattr(node, "value", node)  # the merger wraps each entry in a ConfigNode
         if isinstance(entry, dict) and entry.get("name") == name:
-            found = entry.get("cluster")
+            found = entry.get(kind)
             return found if isinstance(found, dict) else {}
     return {}
+
+
+@contextlib.contextmanager
+def _logged_by_the_loader() -> Iterator[list[str]]:
+    """The errors the ``kubernetes`` loader logs instead of raising (a failed exec plugin),
+    kept for ``_check_user`` rather than printed as a second line."""
+    logged: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.module == "kube_config":
+                logged.append(record.getMessage())
+
+    handler = Keep(logging.ERROR)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield logged
+    finally:
+        root.removeHandler(handler)
+
+
+def _check_user(where: str, user: Mapping[str, Any], configuration: Any,
+                logged: list[str]) -> None:
+    """``KubeconfigError`` when the user's exec plugin gave no credentials
+    (the loader would go on without any: every request anonymous)."""
+    if configuration.get_api_key_with_prefix("BearerToken") or configuration.cert_file:
+        return
+    plugin = user.get("exec")
+    if isinstance(plugin, dict):
+        command = str(plugin.get("command") or "")
+        reason = " ".join(" ".join(logged).split()) or "it gave no token or certificate"
+        hint = str(plugin.get("installHint") or "")
+        if hint and shutil.which(command) is None:
+            reason += ". " + " ".join(hint.split())
+        raise KubeconfigError(f"{where}: exec plugin {command!r} failed: {reason}")
 
 
 def _first_line(exc: BaseException) -> str:
