@@ -293,3 +293,18 @@ def test_a_plugin_that_fails_at_renewal_leaves_the_old_token_in_use(tmp_path: Pa
     login.relogin()
     assert login.current()[1] == "Bearer first"
 
+
+@pytest.mark.parametrize("provider", [
+    "{name: azure, config: {access-token: t}}",
+    "{name: oidc, config: {id-token: not-a-jwt, client-id: k, idp-issuer-url: 'https://idp'}}",
+])
+def test_an_auth_provider_that_gives_no_token_is_one_error_not_anonymous_requests(
+        provider: str, tmp_path: Path):
+    path = tmp_path / "config"
+    path.write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
+        f"users: [{{name: u, user: {{auth-provider: {provider}}}}}]\n", encoding="utf-8")
+    with pytest.raises(credentials.KubeconfigError, match="auth-provider") as raised:
+        credentials.from_kubeconfig([str(path)])
+    assert str(path) in str(raised.value)

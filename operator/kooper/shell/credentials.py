@@ -166,7 +166,7 @@ def _logged_by_the_loader() -> Iterator[list[str]]:
 
 def _check_user(where: str, user: Mapping[str, Any], configuration: Any,
                 logged: list[str]) -> None:
-    """``KubeconfigError`` when the user's exec plugin gave no credentials
+    """``KubeconfigError`` when the user's exec plugin or auth-provider gave no credentials
     (the loader would go on without any: every request anonymous)."""
     if configuration.get_api_key_with_prefix("BearerToken") or configuration.cert_file:
         return
@@ -178,6 +178,11 @@ def _check_user(where: str, user: Mapping[str, Any], configuration: Any,
         if hint and shutil.which(command) is None:
             reason += ". " + " ".join(hint.split())
         raise KubeconfigError(f"{where}: exec plugin {command!r} failed: {reason}")
+    provider = user.get("auth-provider")
+    if isinstance(provider, dict):
+        raise KubeconfigError(
+            f"{where}: auth-provider {provider.get('name')!r} gave no token (kubectl dropped "
+            "the gcp and azure providers: use an exec credential plugin instead)")
 
 
 def _first_line(exc: BaseException) -> str:
