@@ -308,3 +308,19 @@ def test_an_auth_provider_that_gives_no_token_is_one_error_not_anonymous_request
     with pytest.raises(credentials.KubeconfigError, match="auth-provider") as raised:
         credentials.from_kubeconfig([str(path)])
     assert str(path) in str(raised.value)
+
+
+def test_missing_and_empty_files_in_kubeconfig_are_skipped_as_kubectl_does(
+        kubeconfig: Path, tmp_path: Path, monkeypatch):
+    (tmp_path / "empty").write_text("")
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}:{tmp_path / 'empty'}:{kubeconfig}")
+    conn = credentials.from_kubeconfig(credentials.kubeconfig_paths())
+    assert (conn.server, conn.token) == ("https://dev:6443", "dev-token")
+
+
+def test_kubeconfig_naming_only_missing_or_empty_files_is_one_error(tmp_path: Path):
+    (tmp_path / "empty").write_text("")
+    paths = [str(tmp_path / "gone"), str(tmp_path / "empty")]
+    with pytest.raises(credentials.KubeconfigError, match="no configuration") as raised:
+        credentials.from_kubeconfig(paths)
+    assert all(path in str(raised.value) for path in paths)

@@ -22,6 +22,7 @@ import contextlib
 import datetime
 import logging
 import os
+import pathlib
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -49,15 +50,15 @@ def kubeconfig_paths(explicit: str | None = None) -> list[str]:
 def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connection:
     """The connection of ``context`` (default: the current one) in the merged ``paths``.
 
-    Merged as kubectl merges them (the first file that names an entry wins). Runs the
-    context's exec plugin, if any, now: call again to log in again.
+    Merged as kubectl merges them (the first file that names an entry wins; missing and
+    empty files are skipped unless nothing else is left). Runs the context's exec plugin,
+    if any, now: call again to log in again.
     """
     if not paths:
         raise KubeconfigError("no kubeconfig: no --kubeconfig, $KUBECONFIG or ~/.kube/config")
+    if len(paths) == 1 and not os.path.exists(paths[0]):
+        raise KubeconfigError(f"kubeconfig {paths[0]}: no such file")
     files = ", ".join(paths)
-    for path in paths:
-        if not os.path.exists(path):
-            raise KubeconfigError(f"kubeconfig {path}: no such file")
     import yaml
     from kubernetes import client as k8s_client
     from kubernetes.config import kube_config
@@ -65,10 +66,13 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
 
     configuration = k8s_client.Configuration()
     try:
-        merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
-            os.pathsep.join(paths))
-        if merged.config is None:
+        found = [path for path in paths if os.path.exists(path)
+                 and yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8")) is not None]
+        if not found:
             raise KubeconfigError(f"kubeconfig {files}: no configuration found")
+        files = ", ".join(found)
+        merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
+            os.pathsep.join(found))
         if context is None:
             # kubectl takes the first file's current-context; the python client's merger
             # keeps the last one's.
