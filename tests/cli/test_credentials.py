@@ -324,3 +324,14 @@ def test_kubeconfig_naming_only_missing_or_empty_files_is_one_error(tmp_path: Pa
     with pytest.raises(credentials.KubeconfigError, match="no configuration") as raised:
         credentials.from_kubeconfig(paths)
     assert all(path in str(raised.value) for path in paths)
+
+
+def test_a_cluster_without_a_server_is_one_error_naming_the_file_and_the_cluster(
+        kubeconfig: Path):
+    kubeconfig.write_text(TWO_CONTEXTS.replace('server: "https://dev:6443", ', ""),
+                          encoding="utf-8")
+    with pytest.raises(credentials.KubeconfigError, match="no server") as raised:
+        credentials.from_kubeconfig([str(kubeconfig)])
+    assert str(kubeconfig) in str(raised.value)
+    assert "'dev'" in str(raised.value)
+

@@ -91,6 +91,10 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
             loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         chosen = loader.current_context
         cluster = _entry_of(merged.config.value, chosen, "cluster")
+        if not cluster.get("server"):
+            raise KubeconfigError(
+                f"kubeconfig {files}: context {context!r}: cluster "
+                f"{(chosen.get('context') or {}).get('cluster')!r} has no server")
         _check_user(f"kubeconfig {files}: context {context!r}",
                     _entry_of(merged.config.value, chosen, "user"), configuration, logged)
         if cluster.get("tls-server-name"):
