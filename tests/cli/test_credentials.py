@@ -27,8 +27,28 @@ users:
 - {name: dev, user: {token: dev-token}}
 - {name: prod, user: {client-certificate: pki/c.pem, client-key: pki/k.pem}}
 """
-CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+# A self-signed certificate and its key (the CA and the client both): the TLS set-up
+# loads them as the first request would.
+CERT = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBgDCCASegAwIBAgIUBGjpMVos00ze/NgmmLnkSGal9BUwCgYIKoZIzj0EAwIw\n"
+    "FjEUMBIGA1UEAwwLa29vcGVyLXRlc3QwHhcNMjYxMTI5MDYyNDU0WhcNMzYxMTI2\n"
+    "MDYyNDU0WjAWMRQwEgYDVQQDDAtrb29wZXItdGVzdDBZMBMGByqGSM49AgEGCCqG\n"
+    "SM49AwEHA0IABJ14kinbl3wxnE7vGWWkejC3PUt12l8sZpo8UMHZaH9Z7RKm74FF\n"
+    "WBTzfpunwvwn3EgfAAurcmvfywnqGf3hkx6jUzBRMB0GA1UdDgQWBBR7v9sV13pq\n"
+    "9KH4YmDRYbKdf9a66zAfBgNVHSMEGDAWgBR7v9sV13pq9KH4YmDRYbKdf9a66zAP\n"
+    "BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0cAMEQCIGSPoEgxKOMUyRxnRMvJ\n"
+    "R8wuGhKjzUkEO1t5d0A/RWqPAiB1WPnlOy2pm8fRo/mm/V4s2Lv/k6SGBVUglJxD\n"
+    "lVaE6g==\n"
+    "-----END CERTIFICATE-----\n"
+)
+KEY = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgSGJ2doehb46PIsbN\n"
+    "voXRv4pRwhEYqTTMG+BSxS+1fuuhRANCAASdeJIp25d8MZxO7xllpHowtz1Lddpf\n"
+    "LGaaPFDB2Wh/We0Spu+BRVgU836bp8L8J9xIHwALq3Jr38sJ6hn94ZMe\n"
+    "-----END PRIVATE KEY-----\n"
+)
 
 
 @pytest.fixture
@@ -335,3 +355,18 @@ def test_a_cluster_without_a_server_is_one_error_naming_the_file_and_the_cluster
     assert str(kubeconfig) in str(raised.value)
     assert "'dev'" in str(raised.value)
 
+
+@pytest.mark.parametrize(("where", "entry"), [
+    ('insecure-skip-tls-verify: true}}', f'certificate-authority-data: {_b64("not a PEM")}}}}}'),
+    ("{token: dev-token}", f"{{client-certificate-data: {_b64(CERT)}, "
+                           f"client-key-data: {_b64('not a PEM')}}}"),
+])
+def test_tls_material_that_does_not_load_is_one_error_naming_the_file(
+        where: str, entry: str, kubeconfig: Path):
+    """Else the first request fails with OpenSSL's words alone (`[X509:
+    NO_CERTIFICATE_OR_CRL_FOUND] no certificate or crl found`)."""
+    kubeconfig.write_text(TWO_CONTEXTS.replace(where, entry, 1), encoding="utf-8")
+    with pytest.raises(credentials.KubeconfigError) as raised:
+        credentials.from_kubeconfig([str(kubeconfig)])
+    assert str(kubeconfig) in str(raised.value)
+    assert "\n" not in str(raised.value)

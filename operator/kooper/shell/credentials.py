@@ -24,6 +24,7 @@ import logging
 import os
 import pathlib
 import shutil
+import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -124,7 +125,7 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
     namespace = (chosen.get("context") or {}).get("namespace") if isinstance(chosen, dict) \
         else None
     expiry = getattr(loader, "expiry", None)
-    return Connection(
+    found_connection = Connection(
         server=str(configuration.host),
         token=token or None,
         scheme=scheme or "Bearer",
@@ -138,6 +139,13 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         # the environment, which ``proxy_of`` applies with NO_PROXY.
         proxy_url=str(cluster.get("proxy-url") or "") or None,
     )
+    try:
+        connections.ssl_context(found_connection)  # what the first request would load
+    except (ssl.SSLError, OSError) as exc:
+        raise KubeconfigError(
+            f"kubeconfig {files}: context {context!r}: its certificate-authority or "
+            f"client certificate and key do not load: {_first_line(exc)}") from None
+    return found_connection
 
 
 def _entry_of(config: Mapping[str, Any], context: Any, kind: str) -> Mapping[str, Any]:
