@@ -14,6 +14,7 @@ import pytest
 
 from kooper.sdk import connection as connections
 from kooper.shell import credentials
+from kooper.shell.login import Login
 
 TWO_CONTEXTS = """\
 current-context: dev
@@ -196,6 +197,38 @@ def test_a_token_file_is_read_by_the_loader(tmp_path: Path):
         "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
         "users: [{name: u, user: {tokenFile: token}}]\n", encoding="utf-8")
     assert credentials.from_kubeconfig([str(path)]).token == "file-token"
+
+
+def test_a_token_file_is_read_again_as_it_rotates_without_a_new_login(tmp_path: Path):
+    """A kubeconfig's ``tokenFile`` (relative to the file that names the user) is re-read
+    every ``TOKEN_FILE_PERIOD_S``, as client-go does: a rotated token is used before any
+    request is rejected."""
+    (tmp_path / "secrets").mkdir()
+    token = tmp_path / "secrets" / "token"
+    token.write_text("first\n")
+    path = tmp_path / "config"
+    path.write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
+        "users: [{name: u, user: {tokenFile: secrets/token}}]\n", encoding="utf-8")
+    now = [0.0]
+    login = Login(lambda: credentials.from_kubeconfig([str(path)]), clock=lambda: now[0])
+    assert login.current()[1] == "Bearer first"
+    token.write_text("second\n")
+    now[0] += connections.TOKEN_FILE_PERIOD_S
+    assert login.current()[1] == "Bearer second"
+    assert login.logins == 1
+
+
+def test_a_token_beside_a_token_file_wins_as_in_client_go(tmp_path: Path):
+    (tmp_path / "token").write_text("file-token\n")
+    path = tmp_path / "config"
+    path.write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
+        "users: [{name: u, user: {token: inline, tokenFile: token}}]\n", encoding="utf-8")
+    conn = credentials.from_kubeconfig([str(path)])
+    assert (conn.token, conn.token_file) == ("inline", None)
 
 
 def test_the_service_variables_name_the_server_as_client_go_reads_them(tmp_path: Path):

@@ -134,6 +134,8 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         certificate_path=configuration.cert_file or None,
         private_key_path=configuration.key_file or None,
         namespace=namespace or None,
+        # A ``tokenFile`` is re-read as it rotates (``connection.Bearer``), as client-go does.
+        token_file=_token_file(merged.config.value, chosen),
         expires_at=expiry.timestamp() if isinstance(expiry, datetime.datetime) else None,
         # The cluster's own key: the client's Configuration also fills ``proxy`` from
         # the environment, which ``proxy_of`` applies with NO_PROXY.
@@ -158,6 +160,23 @@ def _entry_of(config: Mapping[str, Any], context: Any, kind: str) -> Mapping[str
             found = entry.get(kind)
             return found if isinstance(found, dict) else {}
     return {}
+
+
+def _token_file(config: Mapping[str, Any], context: Any) -> str | None:
+    """The chosen user's ``tokenFile``, relative to the file that names the user, when the
+    loader took its token from it (no auth-provider and no ``token``: those come first)."""
+    name = ((context.get("context") or {}).get("user") if isinstance(context, dict) else None)
+    for node in config.get("users") or []:
+        entry = getattr(node, "value", node)
+        if not isinstance(entry, dict) or entry.get("name") != name:
+            continue
+        user = entry.get("user")
+        if not isinstance(user, dict) or user.get("auth-provider") or user.get("token") \
+                or not user.get("tokenFile"):
+            return None
+        base = os.path.dirname(os.path.abspath(str(getattr(node, "path", None) or ".")))
+        return os.path.normpath(os.path.join(base, str(user["tokenFile"])))
+    return None
 
 
 @contextlib.contextmanager
