@@ -119,6 +119,13 @@ def test_explicit_paths_win_over_the_environment(kubeconfig: Path, monkeypatch):
     assert credentials.kubeconfig_paths() == ["/elsewhere/config"]
 
 
+def test_the_kubeconfig_flag_names_one_file_as_in_kubectl(tmp_path: Path, monkeypatch):
+    """``$KUBECONFIG`` is a path list; ``--kubeconfig`` is one path, even with a colon."""
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/a:{tmp_path}/b")
+    assert credentials.kubeconfig_paths() == [f"{tmp_path}/a", f"{tmp_path}/b"]
+    assert credentials.kubeconfig_paths(f"{tmp_path}/x:y") == [f"{tmp_path}/x:y"]
+
+
 def test_no_kubeconfig_anywhere_is_no_credentials(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)

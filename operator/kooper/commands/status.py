@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """``--kubeconfig`` and ``--context``, shared with ``kooper run``."""
     parser.add_argument("--kubeconfig", metavar="PATH",
-                        help="kubeconfig file(s) to read (default: $KUBECONFIG, else "
+                        help="the kubeconfig file to read (default: $KUBECONFIG, else "
                              "~/.kube/config; in a pod: its service account)")
     parser.add_argument("--context", metavar="NAME",
                         help="kubeconfig context to use (default: the current context)")

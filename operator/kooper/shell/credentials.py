@@ -40,8 +40,11 @@ class KubeconfigError(errors.KooperError):
 
 
 def kubeconfig_paths(explicit: str | None = None) -> list[str]:
-    """``--kubeconfig``, else ``$KUBECONFIG`` (a path list), else ``~/.kube/config`` if present."""
-    text = explicit or os.environ.get("KUBECONFIG", "")
+    """``--kubeconfig`` (one file, as kubectl takes it), else ``$KUBECONFIG`` (a path list),
+    else ``~/.kube/config`` if present."""
+    if explicit:
+        return [os.path.expanduser(explicit)]
+    text = os.environ.get("KUBECONFIG", "")
     if not text:
         default = os.path.expanduser("~/.kube/config")
         return [default] if os.path.exists(default) else []
