@@ -58,6 +58,13 @@ REJOIN: list[Row] = [
     (130, "a", "r", "start"), (200, "", "", "round"),
 ]
 
+# a left at 100 and b took r over at 150; a rejoins at 200 and starts r at that instant:
+# that start is a's new life, so a's first interval ended at its leave.
+REJOIN_START: list[Row] = [
+    (0, "a", "r", "start"), (100, "a", "", "leave"), (150, "b", "r", "start"),
+    (200, "a", "", "join"), (200, "a", "r", "start"), (300, "", "", "round"),
+]
+
 # Stop on a and start on b at the same instant.
 INSTANT: list[Row] = [
     (0, "a", "r", "start"), (100, "a", "r", "stop"), (100, "b", "r", "start"),
@@ -129,6 +136,7 @@ SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
     "leave": (LEAVE, "compatible", "kooper"),
     "zombie": (ZOMBIE, "compatible", "kooper"),
     "rejoin": (REJOIN, "compatible", "kooper"),
+    "rejoin_start": (REJOIN_START, "compatible", "kooper"),
     "instant": (INSTANT, "compatible", "kooper"),
     "stopped": (STOPPED, "compatible", "kooper"),
     "balance": (BALANCE, "compatible", "kooper"),

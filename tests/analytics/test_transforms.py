@@ -14,6 +14,7 @@ from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 from tests.analytics import scenarios
 
 from kooper.analytics import eventlog, schema, transforms
+from kooper.sim import metrics
 
 R = sql.Row
 
@@ -145,6 +146,24 @@ def test_rejoin_ends_what_ran_before_and_restart_on_same_member_is_no_move(table
         rows(tables, "resources", "rejoin", "pause_ms", "moves", "undisturbed"),
         [R(pause_ms=30, moves=0, undisturbed=False)],
     )
+
+
+def test_a_start_at_the_instant_of_a_rejoin_does_not_extend_the_interval_before_it(tables):
+    # The join at 200 comes before the start at 200 (same-instant order): a's first
+    # interval ends at its leave, so only a's second start overlaps b.
+    assertDataFrameEqual(
+        rows(tables, "intervals", "rejoin_start", "member", "start_ms", "end_ms"),
+        [R(member="a", start_ms=0, end_ms=100), R(member="b", start_ms=150, end_ms=300),
+         R(member="a", start_ms=200, end_ms=300)],
+    )
+    assertDataFrameEqual(
+        rows(tables, "overlaps", "rejoin_start", "member", "other_member", "start_ms", "end_ms"),
+        [R(member="a", other_member="b", start_ms=200, end_ms=300)],
+    )
+    events = scenarios.to_events(scenarios.REJOIN_START, run="rejoin_start",
+                                 protocol="compatible", policy="kooper")
+    assert sorted(span[2:] for span in metrics.intervals(events)) == [
+        (0, 100), (150, 300), (200, 300)]
 
 
 def test_handover_at_one_instant_is_no_pause(tables):

@@ -6,6 +6,7 @@ from pyspark import sql
 from pyspark.sql import functions as F
 
 from kooper.analytics import eventlog
+from kooper.core import events as event_kinds
 
 
 def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
@@ -25,6 +26,7 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     starts = (
         ranked.where(F.col("event").isin("start", "stop") & (F.col("resource") != ""))
         .withColumn("next_ms", F.lead("ts_ms").over(same_place))
+        .withColumn("next_k", F.lead("k").over(same_place))
         .where(F.col("event") == "start")
     )
     lifecycle = events.where(F.col("event").isin("join", "leave") & (F.col("member") != ""))
@@ -33,9 +35,11 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
         .drop(*(f"_{c}" for c in eventlog.MEMBER))
         .join(F.broadcast(bounds.select("run", "run_end_ms")), "run")
     )
-    own_end = F.col("next_ms").isNotNull() & (
-        F.col("rejoin_ms").isNull() | (F.col("next_ms") <= F.col("rejoin_ms"))
+    # At the rejoin's instant a stop still comes before the join, a start after it.
+    before_rejoin = (F.col("next_ms") < F.col("rejoin_ms")) | (
+        (F.col("next_ms") == F.col("rejoin_ms")) & (F.col("next_k") < F.lit(_JOIN_RANK))
     )
+    own_end = F.col("next_ms").isNotNull() & (F.col("rejoin_ms").isNull() | before_rejoin)
     end = F.when(own_end, F.col("next_ms")).otherwise(
         F.least("leave_ms", "rejoin_ms", "run_end_ms")
     )
@@ -48,6 +52,9 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
         )
         .where(F.col("end_ms") > F.col("start_ms"))
     )
+
+
+_JOIN_RANK = event_kinds.SAME_INSTANT_ORDER[event_kinds.Kind.JOIN]
 
 
 def _later_lifecycle(lifecycle: sql.DataFrame) -> sql.DataFrame:
