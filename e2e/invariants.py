@@ -5,10 +5,13 @@ when the invariant holds), so a test can print them. They only read rows, which 
 what lets them be unit-tested with small hand-made logs and reused on logs from the
 simulator, the embedded cluster or kind.
 
-Definitions, in the words of ``docs/events.md``: a member *runs* a resource from its
-``start`` to its ``stop`` (or to the member's ``leave`` when no ``stop`` was seen). Rows
-with the same timestamp are applied stops and leaves first, so a move seen within one
-poll (stop here, start there) is not an overlap.
+Definitions, in the words of ``docs/events.md`` ("Interval"): a member *runs* a
+resource from its ``start`` to its next ``start`` or ``stop`` of it, unless the member
+joins again first; then to its ``leave`` (when no ``stop`` was seen) or its next ``join``
+(a restarted member runs nothing it did not start again). A member that left but stops
+the resource later (a zombie) runs it until that ``stop``. Rows with the same timestamp
+are applied stops and leaves first, so a move seen within one poll (stop here, start
+there) is not an overlap.
 """
 
 from __future__ import annotations
@@ -40,15 +43,10 @@ class Overlap:
 def running_at_end(rows: Iterable[events.Event]) -> dict[str, set[str]]:
     """resource -> the members that run it after the last row."""
     running: dict[str, set[str]] = {}
-    for row in ordered(rows):
-        if row.event is Kind.START:
-            running.setdefault(row.resource, set()).add(row.member)
-        elif row.event is Kind.STOP:
-            running.get(row.resource, set()).discard(row.member)
-        elif row.event is Kind.LEAVE:
-            for members in running.values():
-                members.discard(row.member)
-    return {r: m for r, m in running.items() if m}
+    for held in holdings(rows):
+        if held.end_ms == _OPEN:
+            running.setdefault(str(held.resource), set()).add(held.holder)
+    return running
 
 
 def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
@@ -66,27 +64,34 @@ _OPEN = 2**62
 
 
 def holdings(rows: Iterable[events.Event]) -> list[ownership.Interval]:
-    """Who runs what when, in the order they started: a member runs a resource from a
-    ``start`` to its ``stop`` or its ``leave`` (a ``start`` while it runs it begins
-    another interval)."""
+    """Who runs what when, in the order they started (see the module docstring); an
+    interval nothing ended yet ends at ``_OPEN``."""
     out: list[ownership.Interval] = []
     running: dict[tuple[str, str], int] = {}
+    left: dict[tuple[str, str], int] = {}
+    """Open intervals whose member left since they started -> that first ``leave``."""
 
     def end(place: tuple[str, str], ts_ms: int) -> None:
         index = running.pop(place, None)
         if index is not None:
-            out[index] = out[index]._replace(end_ms=ts_ms)
+            out[index] = out[index]._replace(end_ms=left.pop(place, ts_ms))
 
     for row in ordered(rows):
+        place = (row.resource, row.member)
+        if row.event in (Kind.START, Kind.STOP):
+            left.pop(place, None)  # even after a leave: a zombie ran it until now
+            end(place, row.ts_ms)
         if row.event is Kind.START:
-            end((row.resource, row.member), row.ts_ms)
-            running[(row.resource, row.member)] = len(out)
+            running[place] = len(out)
             out.append(ownership.Interval(row.resource, row.member, row.ts_ms, _OPEN))
-        elif row.event is Kind.STOP:
-            end((row.resource, row.member), row.ts_ms)
         elif row.event is Kind.LEAVE:
-            for place in [p for p in running if p[1] == row.member]:
-                end(place, row.ts_ms)
+            for mine in [p for p in running if p[1] == row.member]:
+                left.setdefault(mine, row.ts_ms)
+        elif row.event is Kind.JOIN:
+            for mine in [p for p in running if p[1] == row.member]:
+                end(mine, row.ts_ms)
+    for place in [p for p in running if p in left]:
+        end(place, left[place])
     return out
 
 

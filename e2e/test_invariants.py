@@ -206,3 +206,22 @@ def test_a_stop_and_start_in_place_on_an_undisturbed_member_fails_the_needless_i
     bad = invariants.needless_stops(rows)
     assert [(r.ts_ms, r.member, r.resource) for r in bad] == [
         (40, "w-0", "A-0"), (50, "w-1", "A-1")]
+
+
+# --- what a member runs: docs/events.md, "Interval" ----------------------------------
+
+
+def test_a_restart_without_a_leave_ends_what_the_member_ran_before():
+    # w-0 crashed without writing a stop or a leave and came back (join at 50): it runs
+    # nothing it did not start again, so w-1 taking A-0 at 60 is no double run.
+    rows = [*steady(), ev(50, K.JOIN, "w-0"), ev(60, K.START, "w-1", "A-0")]
+    assert invariants.overlaps(rows) == []
+    assert invariants.running_at_end(rows) == {"A-0": {"w-1"}, "A-1": {"w-1"}}
+
+
+def test_a_member_that_left_but_stops_later_ran_it_until_that_stop():
+    # A zombie: w-0 was declared gone at 20 but still ran A-0 until its stop at 40.
+    rows = [*steady(), ev(20, K.LEAVE, "w-0"), ev(30, K.START, "w-1", "A-0"),
+            ev(40, K.STOP, "w-0", "A-0")]
+    assert invariants.overlaps(rows) == [invariants.Overlap(30, "A-0", ("w-0", "w-1"))]
+    assert invariants.running_at_end(rows) == {"A-0": {"w-1"}, "A-1": {"w-1"}}
