@@ -8,14 +8,15 @@ Two sources, both independent of the operator:
   worker process (``sigkill``, ``sigstop``, ``sigcont``) and when ``waitpid`` says a
   process is gone (``exit``, whatever ended it).
 
-A worker incarnation *runs* a resource from its ``start`` row to its ``stop`` row, or
-to the ``exit`` of its process when no ``stop`` came (a SIGKILL, or the SDK ending the
-process on purpose). Nothing else ends a run: not the operator declaring the member
-departed, not its Lease expiring, and not a SIGSTOP. A frozen process still runs what
-it ran when it was frozen until it stops it or dies, because when it is thawed its task
-threads carry on before anything else has a chance to look at a clock. So the overlap
-check counts frozen members like any other; the freezes are only used to say, in a
-violation's description, that one member was frozen at the time.
+A worker incarnation *runs* a resource from its ``start`` row to its ``stop`` row (or
+its next ``start`` of it), or to the ``exit`` of its process when no ``stop`` came (a
+SIGKILL, or the SDK ending the process on purpose). Nothing else ends a run: not the
+operator declaring the member departed, not its Lease expiring, and not a SIGSTOP. A
+frozen process still runs what it ran when it was frozen until it stops it or dies,
+because when it is thawed its task threads carry on before anything else has a chance to
+look at a clock. So the overlap check counts frozen members like any other; the freezes
+are only used to say, in a violation's description, that one member was frozen at the
+time.
 
 Every function here is pure (rows in, findings out), so it is unit-tested with
 hand-made logs in tests/chaos_real/test_chaos_log.py.
@@ -79,7 +80,8 @@ class Run:
     end_ms: int
     epoch: int
     ended_by: str
-    """``stop``, ``exit`` or ``open``."""
+    """``stop``, ``exit``, ``open``, or ``start`` (the same process started it again
+    without a stop row between: a new run begins there)."""
 
 
 def runs(worker_rows: Mapping[str, Sequence[events.Event]],
@@ -96,13 +98,15 @@ def runs(worker_rows: Mapping[str, Sequence[events.Event]],
     out: list[Run] = []
     for incarnation, rows in worker_rows.items():
         running: dict[str, events.Event] = {}
-        for row in sorted(rows, key=lambda r: (r.ts_ms, events.SAME_INSTANT_ORDER[r.event])):
-            if row.event is K.START:
-                running[row.resource] = row
-            elif row.event is K.STOP and row.resource in running:
+        # By time; within one millisecond, in the order the process wrote them (a start
+        # and the stop written after it end the run; a stop and a start restart it).
+        for row in sorted(rows, key=lambda r: r.ts_ms):
+            if row.event in (K.START, K.STOP) and row.resource in running:
                 start = running.pop(row.resource)
                 out.append(Run(row.member, incarnation, row.resource, start.ts_ms, row.ts_ms,
-                               start.epoch, "stop"))
+                               start.epoch, str(row.event)))
+            if row.event is K.START:
+                running[row.resource] = row
         exit_ms = exits.get(incarnation)
         for resource, start in running.items():
             out.append(Run(start.member, incarnation, resource, start.ts_ms,

@@ -124,3 +124,29 @@ def test_an_incarnation_that_goes_back_to_an_older_generation_is_a_regression():
             "b.1": [at(1, K.START, 9)]}
     [(first, second)] = log.generation_regressions(rows)
     assert (first.generation, second.generation) == (5, 4)
+
+
+def test_a_second_start_without_a_stop_keeps_the_run_before_it():
+    # a started x at 0 and, with no stop row between, again at 100: it ran x all along,
+    # so b running x from 10 to 50 is a double run.
+    rows = {"a.1": [row(0, "a", K.START, "x"), row(100, "a", K.START, "x"),
+                    row(200, "a", K.STOP, "x")],
+            "b.1": [row(10, "b", K.START, "x", 2), row(50, "b", K.STOP, "x")]}
+    runs = log.runs(rows, [])
+    assert [(r.incarnation, r.start_ms, r.end_ms, r.ended_by) for r in runs] == [
+        ("a.1", 0, 100, "start"), ("b.1", 10, 50, "stop"), ("a.1", 100, 200, "stop")]
+    [overlap] = log.overlaps(runs)
+    assert (overlap.first.incarnation, overlap.second.incarnation) == ("a.1", "b.1")
+    assert (overlap.from_ms, overlap.to_ms) == (10, 50)
+
+
+def test_a_start_and_its_stop_written_in_one_millisecond_end_the_run():
+    # The process wrote the start, then the stop, both stamped 100: x ran no longer,
+    # so b starting it at 200 runs it alone.
+    rows = {"a.1": [row(100, "a", K.START, "x"), row(100, "a", K.STOP, "x")],
+            "b.1": [row(200, "b", K.START, "x", 2)]}
+    runs = log.runs(rows, [])
+    assert [(r.incarnation, r.end_ms, r.ended_by) for r in runs] == [
+        ("a.1", 100, "stop"), ("b.1", log.OPEN, "open")]
+    assert log.overlaps(runs) == []
+    assert log.lost(runs, ["x"]) == []
