@@ -201,6 +201,19 @@ def test_pause_and_resume_rows_are_accepted_in_json_lines_and_parquet(spark, tmp
     assert got.count() == 12 + 16
 
 
+def test_json_lines_are_split_at_newlines_only_as_the_check_reads_them(spark, tmp_path):
+    # A carriage return is whitespace inside a JSON line (the check reads the row whole)
+    # and ends a CRLF line; neither may split a row in two or lose it.
+    (tmp_path / "a.jsonl").write_bytes(
+        b'{"ts_ms":0,"run":"r","event":"start","member":"a","resource":"x"}\r\n'
+        b'{"ts_ms":10,"run":"r",\r"event":"stop","member":"a","resource":"x"}\n'
+        b'{"ts_ms":100,"run":"r","event":"round"}\r\n'
+    )
+    got = job.read_events(spark, job.find_inputs([str(tmp_path)]))
+    assert sorted((row["ts_ms"], row["run"], row["event"]) for row in got.collect()) == [
+        (0, "r", "start"), (10, "r", "stop"), (100, "r", "round")]
+
+
 class _Links(html.parser.HTMLParser):
     """Every URL-valued attribute, every image and every table id of a page."""
 

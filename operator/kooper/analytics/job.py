@@ -226,7 +226,9 @@ def _json(spark: sql.SparkSession, files: Sequence[str], *, corrupt: bool) -> sq
     fields = [*schema.EVENTS.fields]
     if corrupt:
         fields.append(T.StructField(CORRUPT, T.StringType()))
-    reader = spark.read.schema(T.StructType(fields))
+    # Lines end at "\n" only, as inputs.check reads them: Spark's default also splits
+    # at a lone "\r", which JSON allows as whitespace inside a row.
+    reader = spark.read.schema(T.StructType(fields)).option("lineSep", "\n")
     if corrupt:
         reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
     return reader.json(list(files))
