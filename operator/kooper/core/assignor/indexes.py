@@ -340,9 +340,13 @@ class Groups:
             judged = [g for g in self.pending.union(delta) if g in sizes]
             return all([self._judge(group, sizes[group], members, delta.get(group))
                         for group in judged])
-        if not all(self._judge(group, size, members, delta.get(group))
-                   for group, size in sizes.items()):
-            return False
+        known = self.spread
+        for group, size in sizes.items():
+            moved = delta.get(group)
+            if not moved and known.get(group) == _key(size, members):
+                continue
+            if not self._judge(group, size, members, moved):
+                return False
         self.basis, self.pending = (dict(sizes), members), set(delta)
         return True
 
@@ -350,9 +354,7 @@ class Groups:
                moved: Mapping[ids.WorkerId, int] | None) -> bool:
         """Whether ``group`` is spread, its indexed counts with ``moved`` applied; spread
         on the index alone is remembered (``spread``) and no longer ``pending``."""
-        # With fewer tasks than members, spread means "one each at most", whatever
-        # the member count: a join or a departure does not make it worth a recount.
-        key = (0, size) if size < members else (members, size)
+        key = _key(size, members)
         if not moved and self.spread.get(group) == key:
             self.pending.discard(group)
             return True
@@ -365,6 +367,13 @@ class Groups:
             self.spread[group] = key
             self.pending.discard(group)
         return True
+
+
+def _key(size: int, members: int) -> tuple[int, int]:
+    """What a connector's remembered spread holds for (``Groups.spread``). With fewer
+    tasks than members, spread means "one each at most", whatever the member count: a
+    join or a departure does not make it worth a recount."""
+    return (0, size) if size < members else (members, size)
 
 
 def _moved(histogram: Mapping[int, int], counts: Mapping[ids.WorkerId, int],
