@@ -1234,6 +1234,21 @@ def test_coordinator_task_assignment_when_worker_bounces() -> None:
     c.assert_no_revocations()
 
 
+# -- the leader's view -------------------------------------------------------------------------
+
+
+def test_leader_state_updated() -> None:
+    # Kafka: testLeaderStateUpdated, a sanity check that the coordinator's leader state is
+    # set after a rebalance (a leader with no connectors configured). kooper's leader state
+    # is the plan's ``state``: after one round it knows the member and what it handed out.
+    c = Cluster(connectors={}, workers=())
+    c.add_new_empty_workers("followMe")
+    c.rebalance()
+    assert set(c.state.assignments) == {W("followMe")}
+    assert c.state.assignments[W("followMe")] == model.EMPTY
+    assert not c.state.forgotten
+
+
 # -- protocol -------------------------------------------------------------------------------------
 
 
