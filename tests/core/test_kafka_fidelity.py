@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from tests.core import test_kafka_cases as kafka
-from tests.core.test_kafka_cases import KIP415, KOOPER, Cluster
+from tests.core.test_kafka_cases import DEFAULT_DELAY_MS, KIP415, KOOPER, Cluster
 
 
 def _kafka_cases() -> list[tuple[str, Callable[[], None]]]:
@@ -76,14 +76,12 @@ def test_workers_joining_after_revocations_end_like_kafka_under_both_policies() 
     assert [delay for _, _, delay in kip] == [40, 0, 1600, 0, 0]
 
 
-# -- where kip415 still differs from Connect's code, not yet decided ---------------------------
+# -- where kip415 differs from Connect's code on purpose (docs/assignor.md) ---------------------
 #
 # Both come from Connect keeping one ``delay``/``scheduledRebalance`` for the lost-work delay
 # and the backoff of consecutive revoking rounds (KAFKA-12495): ``handleLostAssignments``
-# answers a backoff as if it were a lost-work delay. docs/assignor.md lists neither among
-# kip415's differences on purpose. (Connect's own PR #14000, closed unmerged, describes the
-# same interplay as a defect.) Strict: a change that makes kip415 do what Connect does here
-# shows up, and so does one that moves further away.
+# answers a backoff as if it were a lost-work delay. (Connect's own PR #14000, closed
+# unmerged, describes the same interplay as a defect.) Each test says what Connect does.
 
 
 def _backoff_after_three_joins(c: Cluster) -> None:
@@ -100,14 +98,12 @@ def _backoff_after_three_joins(c: Cluster) -> None:
     c.assert_task_allocations(3, 3, 6)
 
 
-@pytest.mark.xfail(strict=True, reason="kip415 holds revocations until the backoff window "
-                   "ends; Connect holds them for one more rebalance only")
-def test_a_backoff_holds_revocations_for_one_further_rebalance_only() -> None:
+def test_a_backoff_holds_revocations_until_its_window_ends() -> None:
     # Connect, after testWorkerJoiningDuringDelayedRebalance's fourth round: worker4 joins
-    # inside the 40 ms window (no revocation, delay 30, revokedInPrevious cleared); worker5
-    # joins 10 ms later, still inside it. handleLostAssignments finds no lost work and no
-    # revocation last round, so it resets the delay, and the round revokes at once:
-    # delay 0, connectors [0, 0, 0, 1, 1], tasks [0, 0, 2, 3, 3]. kooper: delay 20, nothing.
+    # inside the 40 ms window (no revocation, delay 30); worker5 joins 10 ms later, still
+    # inside it, and Connect revokes at once (delay 0, connectors [0, 0, 0, 1, 1], tasks
+    # [0, 0, 2, 3, 3]): its hold lasts one more rebalance. kooper's lasts the window, since
+    # it also plans a round on every acknowledgement, which Connect never does.
     c = Cluster(KIP415)
     _backoff_after_three_joins(c)
     c.sleep(10)
@@ -118,24 +114,26 @@ def test_a_backoff_holds_revocations_for_one_further_rebalance_only() -> None:
     c.sleep(10)
     c.add_new_empty_workers("worker5")
     c.rebalance()
+    c.assert_delay(20)
+    c.assert_no_revocations()
+    c.sleep(20)
+    c.rebalance()  # the window ended: the round after it revokes for balance
     c.assert_delay(0)
-    c.assert_connector_allocations(0, 0, 0, 1, 1)
-    c.assert_task_allocations(0, 0, 2, 3, 3)
+    assert any(c.round.revoked.values())
 
 
-@pytest.mark.xfail(strict=True, reason="kip415 gives a departure the full delay; Connect "
-                   "reassigns at once when the departure ends a backoff")
-def test_a_departure_when_a_backoff_ends_is_reassigned_at_once() -> None:
-    # Connect: worker2 leaves in the round right after the 40 ms backoff. scheduledRebalance
-    # is still set by the backoff and has passed, so handleLostAssignments takes the
-    # "delayed rebalance expired" branch: no candidates, lost work placed as new work in
-    # this very round (delay 0, connectors [1, 2], tasks [6, 6]). kooper schedules the
-    # 5-minute delay (and, inside the window, Connect would wait only the backoff's rest).
+def test_a_departure_when_a_backoff_ends_gets_the_full_delay() -> None:
+    # Connect: worker2 leaves in the round right after the 40 ms backoff; its
+    # scheduledRebalance is still set by the backoff and has passed, so
+    # handleLostAssignments takes the "delayed rebalance expired" branch and places the
+    # lost work at once as new work (delay 0, connectors [1, 2], tasks [6, 6]). kooper
+    # gives every departure scheduledRebalanceMaxDelay, as the KIP says.
     c = Cluster(KIP415)
     _backoff_after_three_joins(c)
     c.sleep(40)
     c.remove_workers("worker2")
     c.rebalance()
-    c.assert_delay(0)
-    c.assert_connector_allocations(1, 2)
-    c.assert_task_allocations(6, 6)
+    c.assert_delay(DEFAULT_DELAY_MS)
+    c.assert_empty_assignment()  # worker2's connector and 3 tasks wait for it
+    c.assert_connector_allocations(0, 2)
+    c.assert_task_allocations(3, 6)
