@@ -165,6 +165,17 @@ def test_workergroup_rejects_bad_specs_with_a_clear_message(crds, spec, message)
     assert any(message in e for e in errors), errors
 
 
+def test_workergroup_name_must_fit_the_label_on_its_members_configmaps(crds):
+    # The name is the kooper.dev/group label value on every member's ConfigMap (at most
+    # 63 characters): a longer one would be admitted and then no ConfigMap written.
+    obj = wg()
+    obj["metadata"]["name"] = "g" * 63
+    assert crdschema.admit(crds["WorkerGroup"], obj)[1] == []
+    obj["metadata"]["name"] = "g" * 64
+    errors = crdschema.admit(crds["WorkerGroup"], obj)[1]
+    assert any("WorkerGroup name must be at most 63 characters" in e for e in errors), errors
+
+
 def test_workergroup_without_selector_is_rejected(crds):
     obj = wg()
     del obj["spec"]["selector"]
@@ -177,6 +188,7 @@ def test_workergroup_without_selector_is_rejected(crds):
 BAD_CONNECTORS = [
     ({"workerGroup": ""}, "workerGroup must name a WorkerGroup"),
     ({"workerGroup": "Not_A_Name"}, "does not match"),
+    ({"workerGroup": "g" * 64}, "is too long"),  # no WorkerGroup has such a name
     ({"tasksMax": -1}, "tasksMax must be between 0 and 10000"),
     ({"tasksMax": 10001}, "tasksMax must be between 0 and 10000"),
     ({"state": "deleted"}, "is not one of"),
@@ -204,6 +216,7 @@ def test_every_cel_rule_has_a_message_and_compiles(crds):
             crdschema._ENV.compile(rule["rule"])  # raises on a syntax error
             found[f"{kind}:{path}"] = rule["message"]
     assert set(found) == {
+        "WorkerGroup:<root>",
         "WorkerGroup:spec",
         "WorkerGroup:spec.selector",
         "WorkerGroup:spec.scheduledRebalanceMaxDelay",

@@ -45,6 +45,15 @@ def test_a_delay_outside_the_one_duration_language_is_refused(k, namespace, dela
     assert "spec.scheduledRebalanceMaxDelay" in err
 
 
+def test_a_workergroup_name_longer_than_a_label_value_is_refused(k, namespace):
+    # The name is the kooper.dev/group label on its members' ConfigMaps.
+    text = group().replace("name: g\n", f"name: {'g' * 64}\n")
+    err = refused(k, "apply", "-n", namespace, "-f", "-", input_text=text)
+    assert "a WorkerGroup name must be at most 63 characters" in err
+    k.kubectl("apply", "-n", namespace, "--dry-run=server", "-f", "-",
+              input_text=text.replace("g" * 64, "g" * 63))
+
+
 def _status(k, namespace, document):
     k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group())
     return k.kubectl("patch", "-n", namespace, "workergroup", "g", "--subresource=status",
