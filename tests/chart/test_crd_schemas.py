@@ -176,6 +176,53 @@ def test_workergroup_name_must_fit_the_label_on_its_members_configmaps(crds):
     assert any("WorkerGroup name must be at most 63 characters" in e for e in errors), errors
 
 
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {"matchLabels": {"app.kubernetes.io/name": "w", "tier": ""}},
+        {"matchLabels": {"A_b.c-9": "v_1.x-Y"}},
+        {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]},
+        {"matchExpressions": [{"key": "example.com/role", "operator": "NotIn",
+                               "values": ["x"]}]},
+        {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+        {"matchExpressions": [{"key": "app", "operator": "DoesNotExist", "values": []}]},
+    ],
+)
+def test_workergroup_accepts_label_selectors_kubernetes_accepts(crds, selector):
+    assert crdschema.admit(crds["WorkerGroup"], wg(selector=selector))[1] == []
+
+
+LABEL_KEY = "selector label keys must be label keys"
+EXPRESSION_VALUES = "In and NotIn need values; Exists and DoesNotExist take none"
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ({"matchLabels": {"bad key!": "w"}}, LABEL_KEY),
+        ({"matchLabels": {"/app": "w"}}, LABEL_KEY),
+        ({"matchLabels": {"Example.com/app": "w"}}, LABEL_KEY),
+        ({"matchLabels": {"a" * 64: "w"}}, LABEL_KEY),
+        ({"matchLabels": {"a" * 254 + "/app": "w"}}, LABEL_KEY),
+        ({"matchLabels": {"app": "bad value!"}}, "does not match"),
+        ({"matchLabels": {"app": "-w"}}, "does not match"),
+        ({"matchExpressions": [{"key": "bad key", "operator": "Exists"}]}, LABEL_KEY),
+        ({"matchExpressions": [{"key": "app", "operator": "In"}]}, EXPRESSION_VALUES),
+        ({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": []}]},
+         EXPRESSION_VALUES),
+        ({"matchExpressions": [{"key": "app", "operator": "Exists", "values": ["w"]}]},
+         EXPRESSION_VALUES),
+        ({"matchExpressions": [{"key": "app", "operator": "In", "values": ["w x"]}]},
+         "does not match"),
+    ],
+)
+def test_workergroup_rejects_a_selector_kubernetes_would_reject(crds, selector, message):
+    # The operator matches pods itself: an invalid selector would not fail anywhere, it
+    # would only match no pod.
+    errors = crdschema.admit(crds["WorkerGroup"], wg(selector=selector))[1]
+    assert any(message in e for e in errors), errors
+
+
 def test_workergroup_without_selector_is_rejected(crds):
     obj = wg()
     del obj["spec"]["selector"]
@@ -219,6 +266,9 @@ def test_every_cel_rule_has_a_message_and_compiles(crds):
         "WorkerGroup:<root>",
         "WorkerGroup:spec",
         "WorkerGroup:spec.selector",
+        "WorkerGroup:spec.selector.matchLabels",
+        "WorkerGroup:spec.selector.matchExpressions[]",
+        "WorkerGroup:spec.selector.matchExpressions[].key",
         "WorkerGroup:spec.scheduledRebalanceMaxDelay",
         "WorkerGroup:spec.balancing.maxMovesPerRound",
         "Connector:spec.workerGroup",

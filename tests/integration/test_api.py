@@ -54,6 +54,16 @@ def test_a_workergroup_name_longer_than_a_label_value_is_refused(k, namespace):
               input_text=text.replace("g" * 64, "g" * 63))
 
 
+@pytest.mark.parametrize(("selector", "field"), [
+    ({"matchLabels": {"bad key!": "w"}}, "spec.selector.matchLabels"),
+    ({"matchExpressions": [{"key": "app", "operator": "In"}]},
+     "spec.selector.matchExpressions[0]"),
+])
+def test_a_selector_kubernetes_would_refuse_is_refused(k, namespace, selector, field):
+    err = refused(k, "apply", "-n", namespace, "-f", "-", input_text=group(selector=selector))
+    assert f"{field}: Invalid value" in err
+
+
 def _status(k, namespace, document):
     k.kubectl("apply", "-n", namespace, "-f", "-", input_text=group())
     return k.kubectl("patch", "-n", namespace, "workergroup", "g", "--subresource=status",
