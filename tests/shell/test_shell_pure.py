@@ -193,6 +193,22 @@ def test_restore_prefers_configmaps_newer_than_the_status():
     assert bad.unreadable == ("w-1",)
 
 
+@pytest.mark.parametrize("field", ["incarnations", "lost", "epochs"])
+@pytest.mark.parametrize("value", ["x", 5, [1], None])
+def test_a_status_state_field_of_the_wrong_type_restores_as_if_absent(field, value):
+    # status.state is free-form: whoever may write the status subresource can put
+    # anything there. A restarted leader reads what it can, as it does an unreadable lost
+    # set, instead of failing every round of the group until someone repairs the status.
+    configmaps = [("w-0", codec.encode_assignment(messages.Assignment(
+        group="wg", member="w-0", generation=3, protocol=model.Protocol.COMPATIBLE,
+        assigned=model.ConnectorsAndTasks.of(tasks=["A-0"]), epochs={"A-0": 4},
+        incarnation="i1")))]
+    restored = restore.restore({"generation": 3, field: value}, configmaps, group="wg").state
+    assert restored.assignments == {W("w-0"): model.ConnectorsAndTasks.of(tasks=["A-0"])}
+    assert (restored.lost, restored.epochs, restored.incarnations) == (
+        {}, {"A-0": 4}, {W("w-0"): "i1"})
+
+
 def test_failed_writes_keep_the_old_assignment_counted_for_the_barrier():
     previous = model.PlanState(assignments={W("a"): model.ConnectorsAndTasks.of(tasks=["A-0"])},
                                assigned_at={W("a"): 1})

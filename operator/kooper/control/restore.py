@@ -59,7 +59,7 @@ def restore(
     revoking = _acknowledged_dropped({**read.revoking, **still}, assignments, read.assigned_at)
     incarnations = {
         ids.WorkerId(str(k)): str(v)
-        for k, v in (document.get("incarnations") or {}).items()
+        for k, v in _mapping(document.get("incarnations")).items()
         if ids.WorkerId(str(k)) in assignments
     }
     # A ConfigMap is written before the status of its round: the incarnation its
@@ -127,7 +127,7 @@ def _read(document: Mapping[Any, Any], configmaps: Iterable[tuple[str, str]], *,
     read = _Read(
         generation=persisted_generation,
         member_epoch=max(0, _int(document.get("memberEpoch"), 0)),
-        epochs={str(k): v for k, v in (document.get("epochs") or {}).items()
+        epochs={str(k): v for k, v in _mapping(document.get("epochs")).items()
                 if isinstance(v, int)})
     for member_name, text in configmaps:
         member = ids.WorkerId(member_name)
@@ -199,7 +199,7 @@ def _lost(document: Mapping[Any, Any], settled: Mapping[ids.WorkerId, model.Conn
     settled revocations of departed members that are still in flight."""
     lost: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
     still_revoking: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
-    for member, raw_resources in (document.get("lost") or {}).items():
+    for member, raw_resources in _mapping(document.get("lost")).items():
         try:
             resources = codec.decode_resources(raw_resources, f"status.state.lost[{member!r}]")
         except errors.RemoteProtocolError:
@@ -324,6 +324,12 @@ def persisted_epochs(raw: object) -> tuple[int, int]:
     document = raw if isinstance(raw, Mapping) else {}
     return (max(0, _int(document.get("memberEpoch"), 0)),
             max(0, _int(document.get("epochFloor"), 0)))
+
+
+def _mapping(value: object) -> Mapping[Any, Any]:
+    """A field of ``status.state`` that should be a mapping; anything else reads as absent
+    (``status.state`` is free-form: a hand edit of the status can put anything there)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _int(value: object, default: int) -> int:
