@@ -25,8 +25,14 @@ def _connector_condition(emulated, name, kind):
     return condition(body.get("status") or {}, kind)
 
 
+def _bad_input_count(reason):
+    return prometheus_client.REGISTRY.get_sample_value(
+        "kooper_bad_inputs_total", {"reason": reason}) or 0.0
+
+
 def test_connector_naming_a_missing_group_is_flagged_and_others_keep_running(
         emulated, fleet, operator):
+    counted = _bad_input_count("WorkerGroupNotFound")
     make_group(emulated)
     make_connector(emulated, "A", 2)
     make_connector(emulated, "lost", 3, group="nope")
@@ -39,6 +45,11 @@ def test_connector_naming_a_missing_group_is_flagged_and_others_keep_running(
     event = wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")[0]
     assert event["involvedObject"]["kind"] == "Connector"
     assert event["type"] == "Warning"
+    # Counted like every other bad input, once per Connector and missing group.
+    wait_for(lambda: _bad_input_count("WorkerGroupNotFound") == counted + 1, what="the count")
+    emulated.patch("connectors", "lost", {"spec": {"tasksMax": 4}}, namespace="default")
+    time.sleep(0.5)
+    assert _bad_input_count("WorkerGroupNotFound") == counted + 1
 
 
 def test_selector_matching_no_pod_degrades_the_group(emulated, fleet, operator):

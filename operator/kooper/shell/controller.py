@@ -342,6 +342,7 @@ class Shell:
                           "uid": connector.uid},
                 reason="WorkerGroupNotFound", message=message, warning=True,
                 reporter=self.config.identity)
+            metrics.BAD_INPUT.labels("WorkerGroupNotFound").inc()
         except apierrors.ApiError as exc:
             self._orphans.pop(key, None)
             logger.warning("Connector %s/%s: %s", connector.namespace, connector.name, exc)
