@@ -105,8 +105,9 @@ def render(helm: Any) -> Callable[..., Rendered]:
     """Render the chart offline with values; raises Helm's error on bad values."""
     chart = helm.Chart.load(str(CHART))
 
-    def _render(values: dict[str, Any] | None = None, *, name: str = RELEASE) -> Rendered:
-        return parse_manifests(chart.render(values or {}, name=name, namespace=NAMESPACE))
+    def _render(values: dict[str, Any] | None = None, *, name: str = RELEASE,
+                namespace: str = NAMESPACE) -> Rendered:
+        return parse_manifests(chart.render(values or {}, name=name, namespace=namespace))
 
     return _render
 

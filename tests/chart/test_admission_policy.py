@@ -13,7 +13,7 @@ POD_UID_KEY = "authentication.kubernetes.io/pod-uid"
 def policy(render):
     (vap,) = conftest.find(
         render({"workers": {"namespaces": ["team-a", "team-b"]}}), "ValidatingAdmissionPolicy",
-        "kooper-worker-own-lease",
+        "kooper-kooper-system-worker-own-lease",
     )
     return vap
 
@@ -104,7 +104,7 @@ def test_policy_covers_lease_writes_and_denies(policy, render):
     ]
     assert policy["spec"]["failurePolicy"] == "Fail"
     (binding,) = conftest.find(render(), "ValidatingAdmissionPolicyBinding",
-                               "kooper-worker-own-lease")
+                               "kooper-kooper-system-worker-own-lease")
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
 
@@ -232,7 +232,7 @@ def test_policy_can_be_switched_off(render):
     assert (
         conftest.find(
             render({"workers": {"leasePolicy": {"enabled": False}}}), "ValidatingAdmissionPolicy",
-            "kooper-worker-own-lease",
+            "kooper-kooper-system-worker-own-lease",
         )
         == []
     )

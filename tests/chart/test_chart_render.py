@@ -49,12 +49,12 @@ def test_default_render_has_the_expected_objects(render):
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in conftest.objects(render()))
     assert kinds == sorted(
         [
-            ("ClusterRole", "kooper-crd-reader"),
-            ("ClusterRoleBinding", "kooper-crd-reader"),
+            ("ClusterRole", "kooper-kooper-system-crd-reader"),
+            ("ClusterRoleBinding", "kooper-kooper-system-crd-reader"),
             ("Role", "kooper"),
             ("RoleBinding", "kooper"),
-            ("ValidatingAdmissionPolicy", "kooper-operator-writes"),
-            ("ValidatingAdmissionPolicyBinding", "kooper-operator-writes"),
+            ("ValidatingAdmissionPolicy", "kooper-kooper-system-operator-writes"),
+            ("ValidatingAdmissionPolicyBinding", "kooper-kooper-system-operator-writes"),
             ("CustomResourceDefinition", "connectors.kooper.dev"),
             ("CustomResourceDefinition", "workergroups.kooper.dev"),
             ("Deployment", "kooper"),
@@ -66,8 +66,8 @@ def test_default_render_has_the_expected_objects(render):
             ("Service", "kooper-metrics"),
             ("ServiceAccount", "kooper"),
             ("ServiceAccount", "kooper-worker"),
-            ("ValidatingAdmissionPolicy", "kooper-worker-own-lease"),
-            ("ValidatingAdmissionPolicyBinding", "kooper-worker-own-lease"),
+            ("ValidatingAdmissionPolicy", "kooper-kooper-system-worker-own-lease"),
+            ("ValidatingAdmissionPolicyBinding", "kooper-kooper-system-worker-own-lease"),
         ]
     )
 
@@ -178,7 +178,7 @@ def test_cluster_wide_operator_gets_exactly_the_documented_verbs(render):
     rendered = render({"operator": {"watchAllNamespaces": True}})
     (deploy,) = conftest.find(rendered, "Deployment")
     assert "--namespace" not in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-    (role,) = conftest.find(rendered, "ClusterRole", "kooper")
+    (role,) = conftest.find(rendered, "ClusterRole", "kooper-kooper-system")
     assert _grants(role) == {
         **OPERATOR_RULES,
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
@@ -403,3 +403,30 @@ def test_every_values_key_has_a_comment():
         assert previous.startswith("#"), (
             f"values.yaml line {number + 1}: {match.group(2)} has no comment"
         )
+
+
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding"}
+"""Cluster-scoped objects that belong to one release (the CRDs are shared on purpose)."""
+
+
+@pytest.mark.parametrize("values", [{}, {"operator": {"watchAllNamespaces": True}},
+                                    conftest.NON_DEFAULT_VALUES],
+                         ids=["default", "all-namespaces", "non-default"])
+def test_the_same_release_name_in_two_namespaces_shares_no_cluster_scoped_object(render, values):
+    # Helm release names are per namespace: `helm install kooper -n team-a` and
+    # `helm install kooper -n team-b --set crds.enabled=false` must not fight over (or
+    # silently overwrite) each other's ClusterRoles or admission policies.
+    def cluster_scoped(namespace):
+        rendered = render({**values, "crds": {"enabled": False}}, namespace=namespace)
+        return {(o["kind"], o["metadata"]["name"]): o for o in conftest.objects(rendered)
+                if o["kind"] in CLUSTER_SCOPED}
+
+    a, b = cluster_scoped("team-a"), cluster_scoped("team-b")
+    assert a and b
+    assert set(a) & set(b) == set()
+    for objs in (a, b):
+        for obj in objs.values():  # every reference still names an object of the release
+            ref = obj.get("roleRef", {}).get("name") or obj.get("spec", {}).get("policyName")
+            if ref is not None:
+                assert any(name == ref for _, name in objs), (obj["metadata"]["name"], ref)

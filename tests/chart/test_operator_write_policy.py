@@ -12,7 +12,7 @@ OPERATOR = f"system:serviceaccount:{conftest.NAMESPACE}:kooper"
 @pytest.fixture(scope="module")
 def policy(render):
     (vap,) = conftest.find(render({"operator": {"watchAllNamespaces": True}}),
-                           "ValidatingAdmissionPolicy", "kooper-operator-writes")
+                           "ValidatingAdmissionPolicy", "kooper-kooper-system-operator-writes")
     return vap
 
 
@@ -49,7 +49,7 @@ def test_the_policy_covers_configmap_and_lease_writes_of_the_operator_only(polic
     assert resources == [["configmaps"], ["leases"]]
     assert policy["spec"]["failurePolicy"] == "Fail"
     (binding,) = conftest.find(render(), "ValidatingAdmissionPolicyBinding",
-                               "kooper-operator-writes")
+                               "kooper-kooper-system-operator-writes")
     assert binding["spec"]["validationActions"] == ["Deny"]
     # Anyone else is not matched (the worker policy covers the workers).
     assert refusals(policy, resource="configmaps", name="kube-root-ca.crt",
@@ -90,4 +90,4 @@ def test_the_operator_writes_only_leases_named_kooper(policy, name, allowed):
 
 def test_the_policy_can_be_switched_off(render):
     assert conftest.find(render({"operator": {"writePolicy": {"enabled": False}}}),
-                         "ValidatingAdmissionPolicy", "kooper-operator-writes") == []
+                         "ValidatingAdmissionPolicy", "kooper-kooper-system-operator-writes") == []

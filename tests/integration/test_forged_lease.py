@@ -32,7 +32,7 @@ RELEASE = "itf"
 WORKER_SA = "kooper-worker"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 W0, W1 = f"{demo.STATEFULSET}-0", f"{demo.STATEFULSET}-1"
-POLICY = f"{RELEASE}-kooper-worker-own-lease"
+POLICY = f"{RELEASE}-kooper-{NS}-worker-own-lease"
 
 
 @pytest.fixture(scope="module")

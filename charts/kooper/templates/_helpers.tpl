@@ -37,6 +37,25 @@ suffix survives truncation and two components never collide.
 {{- printf "%s-%s" $base $suffix -}}
 {{- end -}}
 
+{{/*
+The name of a cluster-scoped object of this release ("<fullname>-<release namespace>",
+plus "-<suffix>" when given). Release names are per namespace, so the same release
+name in two namespaces must not share (or overwrite) a ClusterRole or an admission
+policy. Too long for 63 characters: the cut base ends in a hash of the whole.
+*/}}
+{{- define "kooper.clusterScoped" -}}
+{{- $ctx := index . 0 -}}
+{{- $suffix := index . 1 -}}
+{{- $base := printf "%s-%s" (include "kooper.fullname" $ctx) $ctx.Release.Namespace -}}
+{{- $tail := ternary "" (printf "-%s" $suffix) (eq $suffix "") -}}
+{{- if le (len (printf "%s%s" $base $tail)) 63 -}}
+{{- printf "%s%s" $base $tail -}}
+{{- else -}}
+{{- $cut := $base | trunc (int (sub 54 (len $tail))) | trimSuffix "-" -}}
+{{- printf "%s-%s%s" $cut (sha256sum $base | trunc 8) $tail -}}
+{{- end -}}
+{{- end -}}
+
 {{/* chart label value: "<name>-<version>", "+" is not allowed in label values. */}}
 {{- define "kooper.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
