@@ -430,3 +430,25 @@ def test_the_same_release_name_in_two_namespaces_shares_no_cluster_scoped_object
             ref = obj.get("roleRef", {}).get("name") or obj.get("spec", {}).get("policyName")
             if ref is not None:
                 assert any(name == ref for _, name in objs), (obj["metadata"]["name"], ref)
+
+
+def test_workers_default_to_the_namespace_the_operator_watches(render, render_text):
+    # Member pods run next to their WorkerGroup, and the operator sees only the groups of
+    # the namespace it watches: that is where they need the worker ServiceAccount and Role,
+    # and where NOTES tell the user to create the demo group.
+    values = {"operator": {"watchNamespace": "team-a"}}
+    rendered = render(values)
+    (role,) = conftest.find(rendered, "Role", "kooper-worker")
+    assert role["metadata"]["namespace"] == "team-a"
+    (sa,) = conftest.find(rendered, "ServiceAccount", "kooper-worker")
+    assert sa["metadata"]["namespace"] == "team-a"
+    (policy,) = [p for p in conftest.find(rendered, "ValidatingAdmissionPolicy")
+                 if p["metadata"]["name"].endswith("worker-own-lease")]
+    assert "system:serviceaccount:team-a:kooper-worker" in (
+        policy["spec"]["matchConditions"][0]["expression"])
+    notes = next(t for p, t in render_text(values).items() if p.endswith("NOTES.txt"))
+    assert "kubectl -n team-a apply -f examples/" in notes
+    # Watching every namespace, or the release's, the default stays the release namespace.
+    for values in ({}, {"operator": {"watchAllNamespaces": True}}):
+        (role,) = conftest.find(render(values), "Role", "kooper-worker")
+        assert role["metadata"]["namespace"] == conftest.NAMESPACE

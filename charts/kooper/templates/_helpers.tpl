@@ -105,12 +105,13 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
-{{/* The namespaces where member pods run (workers.namespaces, or the release namespace). */}}
+{{/* The namespaces where member pods run: workers.namespaces, else the one namespace the
+operator watches (the release namespace by default, and when it watches all). */}}
 {{- define "kooper.workerNamespaces" -}}
 {{- if .Values.workers.namespaces -}}
 {{- toJson .Values.workers.namespaces -}}
 {{- else -}}
-{{- toJson (list .Release.Namespace) -}}
+{{- toJson (list (include "kooper.watchNamespace" . | default .Release.Namespace)) -}}
 {{- end -}}
 {{- end -}}
 
