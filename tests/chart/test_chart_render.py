@@ -157,8 +157,12 @@ OPERATOR_RULES = {
     ("", "pods"): {"get", "list", "watch"},
     ("apps", "statefulsets"): {"get", "list", "watch"},
     ("apps", "replicasets"): {"get", "list", "watch"},
-    ("", "configmaps"): {"get", "list", "watch", "create", "update", "patch", "delete"},
-    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "delete"},
+    # Created (POST), replaced with a resourceVersion precondition (PUT) and deleted
+    # (shell/kube.py); never patched.
+    ("", "configmaps"): {"get", "list", "watch", "create", "update", "delete"},
+    # Member Leases are only read: a worker releases its own, the Pod's deletion removes
+    # it (owner reference). The leader Lease has its own Role.
+    ("coordination.k8s.io", "leases"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
