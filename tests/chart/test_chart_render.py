@@ -191,7 +191,7 @@ def test_cluster_wide_operator_gets_exactly_the_documented_verbs(render):
 
 def test_namespaced_operator_gets_a_role_in_its_namespace_and_only_crd_reads_cluster_wide(render):
     rendered = render({"operator": {"watchNamespace": "team-a"},
-                       "kopfPeering": {"enabled": True}})
+                       "kopfPeering": {"enabled": True}, "replicaCount": 1})
     (role,) = conftest.find(rendered, "Role", "kooper")
     assert role["metadata"]["namespace"] == "team-a"
     assert _grants(role) == {
@@ -252,8 +252,8 @@ def test_crds_keep_and_enabled_switches(render):
     no_keep = conftest.find(render({"crds": {"keep": False}}), "CustomResourceDefinition")
     assert all("annotations" not in c["metadata"] for c in no_keep)
     none = conftest.find(
-        render({"crds": {"enabled": False}, "kopfPeering": {"enabled": True,
-                                                           "crds": {"enabled": False}}}),
+        render({"crds": {"enabled": False}, "replicaCount": 1,
+                "kopfPeering": {"enabled": True, "crds": {"enabled": False}}}),
         "CustomResourceDefinition",
     )
     assert none == []
@@ -267,10 +267,10 @@ def _peering_crds(rendered):
 def test_kopf_peering_crds_only_when_peering_is_enabled(render):
     assert _peering_crds(render()) == []
     assert _peering_crds(render({"kopfPeering": {"crds": {"enabled": True}}})) == []
-    assert _peering_crds(render({"kopfPeering": {"enabled": True}})) == [
+    assert _peering_crds(render({"kopfPeering": {"enabled": True}, "replicaCount": 1})) == [
         "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"]
-    assert _peering_crds(render({"kopfPeering": {"enabled": True,
-                                                 "crds": {"enabled": False}}})) == []
+    assert _peering_crds(render({"replicaCount": 1, "kopfPeering": {
+        "enabled": True, "crds": {"enabled": False}}})) == []
 
 
 def test_service_monitor_only_when_enabled(render):
@@ -341,6 +341,9 @@ CONTRADICTIONS = [
         "metrics.serviceMonitor.enabled needs metrics.service.enabled",
     ),
     ({"operator": {"healthPort": 9090}}, "operator.healthPort and metrics.port must differ"),
+    # kopf pauses every peer when the highest priority is shared, and every replica of the
+    # Deployment runs with the same priority: two of them would both pause, for good.
+    ({"kopfPeering": {"enabled": True}}, "kopfPeering.enabled needs replicaCount: 1"),
 ]
 
 

@@ -147,6 +147,9 @@ operator watches (the release namespace by default, and when it watches all). */
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount above 1 needs leaderElection.enabled: without it every replica would run the rounds" -}}
 {{- end -}}
+{{- if and .Values.kopfPeering.enabled (gt (int .Values.replicaCount) 1) -}}
+{{- fail "kopfPeering.enabled needs replicaCount: 1: kopf pauses every peer while the highest priority is shared, and all replicas run with the same one (leader election is what keeps a hot standby)" -}}
+{{- end -}}
 {{- if eq (int .Values.operator.healthPort) (int .Values.metrics.port) -}}
 {{- fail "operator.healthPort and metrics.port must differ: the operator serves /healthz and /metrics on separate ports" -}}
 {{- end -}}
