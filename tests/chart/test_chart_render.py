@@ -459,3 +459,14 @@ def test_workers_default_to_the_namespace_the_operator_watches(render, render_te
     for values in ({}, {"operator": {"watchAllNamespaces": True}}):
         (role,) = conftest.find(render(values), "Role", "kooper-worker")
         assert role["metadata"]["namespace"] == conftest.NAMESPACE
+
+
+@pytest.mark.parametrize("values", [{"workers": {"serviceAccount": {"create": False}}},
+                                    {"workers": {"rbac": {"create": False}}}],
+                         ids=["no-service-account", "no-worker-rbac"])
+def test_notes_do_not_claim_a_worker_service_account_the_chart_did_not_create(
+        render, render_text, values):
+    assert conftest.find(render(values), "ServiceAccount", "kooper-worker") == []
+    notes = next(t for p, t in render_text(values).items() if p.endswith("NOTES.txt"))
+    assert "this chart created" not in notes
+    assert '"kooper-worker"' in notes  # still named: the examples' pods use it
