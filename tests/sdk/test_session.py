@@ -146,6 +146,26 @@ def test_a_new_epoch_or_config_restarts_the_resource():
     assert {a.resource for a in flat(drive(session), Start)} == {"A-0", "A-1"}
 
 
+def test_a_new_epoch_or_config_that_arrives_while_the_resource_starts_still_restarts_it():
+    # A restart (kooper.dev/restart) or a config edit lands while on_assigned still runs
+    # for the old epoch and config: when the start returns, the resource runs as the
+    # start was told, not as the newer document says, so it must be restarted.
+    for newer in ({"epochs": {"A-0": 2}}, {"epochs": {"A-0": 1}, "configs": {"A": {"x": "2"}}}):
+        session = new_session()
+        session.receive_assignment(assignment(1, [], ["A-0"], epochs={"A-0": 1},
+                                              configs={"A": {"x": "1"}}))
+        (start,) = session.next_actions()
+        assert session.receive_assignment(
+            assignment(2, [], ["A-0"], **{"configs": {"A": {"x": "1"}}, **newer}))
+        session.done(start)
+        batches = drive(session)
+        assert [(type(a).__name__, a.resource) for a in batches[0]] == [("Stop", "A-0")]
+        assert not batches[0][0].lost  # a restart in place: it stays here
+        (restart,) = batches[1]
+        assert (restart.epoch, restart.config) == (newer["epochs"]["A-0"],
+                                                  newer.get("configs", {"A": {"x": "1"}})["A"])
+
+
 def test_a_failed_start_is_reported_and_not_retried_within_the_generation():
     session = new_session()
     session.receive_assignment(assignment(1, [], ["A-0", "A-1"]))

@@ -86,6 +86,19 @@ def test_a_newer_epoch_ends_the_old_membership_before_the_new_one_runs_anything(
     assert flat(batches, WriteReport)[-1].report.member_epoch == 2
 
 
+def test_a_start_of_the_old_membership_that_returns_under_a_newer_epoch_stops_as_lost_first():
+    # The newer epoch arrives while on_assigned of the old membership still runs: what
+    # that start began belongs to the retired membership too.
+    session = new_session()
+    session.receive_assignment(document(1, ["A-0"], epoch=3))
+    (start,) = session.next_actions()
+    assert session.receive_assignment(document(2, ["A-0"], epoch=4))
+    session.done(start)
+    batches = drive(session)
+    assert [(a.resource, a.lost) for a in flat(batches[:1], Stop)] == [("A-0", True)]
+    assert [a.resource for a in flat(batches, Start)] == ["A-0"]
+
+
 def test_the_first_epoch_seen_is_adopted_without_stopping_anything():
     session = new_session()
     session.receive_assignment(assignment(1, [], ["A-0"]))  # an operator without epochs

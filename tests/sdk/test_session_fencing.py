@@ -65,6 +65,22 @@ def test_fencing_does_not_wait_for_a_start_that_blocks():
     assert [(a.resource, a.lost) for a in session.next_actions()] == [("A-1", True)]
 
 
+def test_a_start_that_returns_after_the_member_fenced_and_renewed_again_is_stopped_as_lost():
+    # As above, but the Lease is back (the member rejoined, empty and fenced) before the
+    # blocked start returns: it began before the fence, so it stops as lost all the same.
+    session = running(budgeted())
+    session.receive_assignment(assignment(2, [], ["A-0", "A-1"]))
+    (start,) = session.next_actions()
+    session.tick(18_000)
+    (stop,) = session.next_actions()
+    session.done(stop)
+    session.lease_renewed(19_000)
+    assert session.state is member.MemberState.JOINING
+    session.done(start)
+    stops = flat(drive(session), Stop)
+    assert [(a.resource, a.lost) for a in stops] == [("A-1", True)]
+
+
 def test_a_stop_that_outlives_its_timeout_ends_the_process_instead_of_counting_as_stopped():
     session = running(budgeted())
     session.receive_assignment(assignment(2, [], []))

@@ -233,9 +233,11 @@ class Session:
         if epoch > self._member_epoch:
             if self._member_epoch:
                 # A new membership: what runs belongs to the old one, which the operator
-                # retired (it may run elsewhere already). Stop it all as lost first.
-                self._epoch_restart.update(self._owned)
-                self._stop_as_lost.update(self._owned)
+                # retired (it may run elsewhere already), and so does whatever a start
+                # still running began. Stop it all as lost first.
+                retired = {*self._owned, *self._starting()}
+                self._epoch_restart.update(retired)
+                self._stop_as_lost.update(retired)
             self._member_epoch = epoch
             self._epoch_retired = False
         self._accepted_generation = assignment.generation
@@ -370,7 +372,9 @@ class Session:
             self.fencings += 1
             self._needs_assignment = True
             self._target = {}
-            self._stop_as_lost.update(self._owned)
+            # A start still running may return after the Lease is back: what it began
+            # stops as lost too, like everything owned at the fence.
+            self._stop_as_lost.update(self._owned, self._starting())
             self._report_dirty = True
 
     def terminate(self) -> None:
@@ -483,11 +487,14 @@ class Session:
             self._report_dirty = True
         elif isinstance(action, Start):
             if error is None:
-                wanted = self._target.get(action.resource)
-                self._owned[action.resource] = wanted or _Wanted(
+                # What it runs is what this start was given: a newer document that
+                # changed the epoch or config meanwhile restarts it (``_to_stop``).
+                self._owned[action.resource] = _Wanted(
                     action.epoch, action.config, connector=action.connector
                 )
             else:
+                self._stop_as_lost.discard(action.resource)  # it never ran: nothing to stop
+                self._epoch_restart.discard(action.resource)
                 self._failed_starts.add(action.resource)
                 if still_running:
                     self._zombies[action.resource] = action
@@ -592,6 +599,10 @@ class Session:
             if isinstance(action, Start | Stop | Pause | Resume)
         )
         return running
+
+    def _starting(self) -> set[str]:
+        """Resources whose start is in flight."""
+        return {a.resource for a in self._in_flight.values() if isinstance(a, Start)}
 
     def _fence_now(self) -> list[Action]:
         # Fenced while callbacks run: stop everything owned that no callback is busy
