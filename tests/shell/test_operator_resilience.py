@@ -14,6 +14,7 @@ from tests.shell.conftest import (
 )
 
 from kooper.core import model
+from kooper.protocol import codec, messages
 
 
 def test_operator_restart_in_the_middle_of_a_delay_keeps_the_deadline(emulated, fleet):
@@ -161,3 +162,36 @@ def test_scale_down_while_the_operator_was_down_reassigns_without_the_delay(emul
             assert any("scale-down" in e["message"] for e in departed)
         finally:
             op.stop()
+
+
+def _document(emulated, member):
+    cm = emulated.get("configmaps", f"kooper-{member}", namespace="default")
+    text = ((cm or {}).get("data") or {}).get(messages.CONFIGMAP_KEY)
+    return codec.decode_assignment(text) if text else None
+
+
+def test_a_round_whose_status_write_keeps_conflicting_never_reuses_its_generation(
+        emulated, fleet, operator):
+    # A worker applies a generation once (a re-read of it is a no-op), so a document
+    # rewritten under a generation it already holds is never applied: the member runs
+    # the first version while the operator plans with the second. A round whose
+    # ConfigMaps landed and whose status write then failed (409 five times over) must not
+    # plan its retry from the memory before it, at that same generation.
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    w0 = fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    w0.applying = False  # its starts are slow: no report of the next generation yet
+    emulated.fail_next_writes("workergroups", 1000, code=409)
+    make_connector(emulated, "B", 1)
+    first = wait_for(lambda: (doc := _document(emulated, "w-0")) is not None
+                     and "B" in doc.assigned.connectors and doc, what="B written to w-0")
+    fleet.add("w-1")
+    wait_for(lambda: _document(emulated, "w-1") is not None, what="w-1's first document")
+    now = _document(emulated, "w-0")
+    assert now.generation > first.generation or now.assigned == first.assigned, (
+        f"generation {first.generation} of w-0 rewritten: {first.assigned} -> {now.assigned}")
+    emulated.clear_faults()
+    w0.applying = True
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), timeout=20,
+             what="settled once the status can be written")

@@ -382,6 +382,10 @@ class GroupRunner:
                     final = write.status is original.status
                     if final:
                         t_status = time.perf_counter()
+                        # The ConfigMaps are written: this round's generation is out. If
+                        # the status write fails, the retry must plan after it, never
+                        # again at it (a worker ignores a generation it already holds).
+                        self.memory = decided.memory
                     assert decided.status is not None
                     await self.writer.group_status(group, decided.status if final
                                                    else write.status)
