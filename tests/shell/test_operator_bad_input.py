@@ -184,3 +184,20 @@ def test_a_max_delay_an_older_crd_admitted_fails_that_group_alone_until_it_is_fi
              == "False", what="the fixed group converges")
     assert group_status(emulated, "odd")["conditions"]
     assert len(events(emulated, "InvalidSpec")) == 2
+
+
+def test_a_warning_of_a_round_whose_status_write_failed_is_posted_by_its_retry(
+        emulated, fleet, operator):
+    # The round that first sees the malformed report fails at its status write (409 on
+    # each of the writer's five tries), so it posts none of its Events; the report is
+    # still malformed when the round is retried, and the retry posts the warning.
+    make_group(emulated)
+    make_connector(emulated, "A", 4)
+    fleet.add("w-0")
+    fleet.add("w-1")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    fleet.members["w-1"].applying = False
+    emulated.fail_next_writes("workergroups", 5, code=409)
+    fleet.set_annotation("w-1", "{not json")
+    wait_for(lambda: emulated.pending_failures("workergroups") == 0, what="the failed writes")
+    wait_for(lambda: events(emulated, "MalformedReport"), what="malformed event")

@@ -333,7 +333,7 @@ class GroupRunner:
                 await self._refused(group, decided)
             return None
         t_write = time.perf_counter()
-        decided, deleted, failed, t_status = await self._execute(group, decided)
+        decided, deleted, failed, t_status = await self._execute(group, decided, memory)
         latency = (time.monotonic() - burst_started) if burst_started is not None else None
         if decided.configmap_writes and latency is not None:
             metrics.LATENCY.labels(self.key).observe(latency)
@@ -358,12 +358,14 @@ class GroupRunner:
         del self.results[:-100]
         return result
 
-    async def _execute(self, group: views.GroupView, decided: control.Step
+    async def _execute(self, group: views.GroupView, decided: control.Step,
+                       before: control.Memory,
                        ) -> tuple[control.Step, int, frozenset[ids.WorkerId], float]:
         """Make the step's writes in ``Step.phases()`` order (the one place it is stated),
         a phase's writes in parallel. Returns the step as the ConfigMap writes left it
         (``Step.failed``: the final status then says which failed), how many ConfigMaps
-        were deleted, which writes failed, and when the final status write began."""
+        were deleted, which writes failed, and when the final status write began.
+        ``before``: the memory the step planned from."""
         original = decided
         deleted, failed, t_status = 0, frozenset[ids.WorkerId](), time.perf_counter()
         for phase in original.phases():
@@ -384,8 +386,11 @@ class GroupRunner:
                         t_status = time.perf_counter()
                         # The ConfigMaps are written: this round's generation is out. If
                         # the status write fails, the retry must plan after it, never
-                        # again at it (a worker ignores a generation it already holds).
-                        self.memory = decided.memory
+                        # again at it (a worker ignores a generation it already holds),
+                        # and post the warnings this round found, which ``after`` never
+                        # will (the Events it deduplicates are those of ``before``).
+                        self.memory = decided.memory.replace(
+                            reported=before.volatile.reported)
                     assert decided.status is not None
                     await self.writer.group_status(group, decided.status if final
                                                    else write.status)
