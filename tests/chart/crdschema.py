@@ -10,6 +10,7 @@ checked without a cluster. It knows only what our CRDs use.
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,9 +78,23 @@ def _sum(values: Any) -> Any:
     return celpy.celtypes.IntType(sum(values))
 
 
-_FUNCTIONS = {"sum": _sum}
+_GO_DURATION_MAX = 2**63 - 1
+"""Go's longest ``time.Duration`` in nanoseconds (about 292 years)."""
+
+
+def _duration(text: Any) -> Any:
+    """cel-go's ``duration(string)``, which the API server runs: Go's ``time.ParseDuration``
+    refuses more than about 292 years, where cel-python allows protobuf's 10,000."""
+    value = celpy.celtypes.DurationType(text)
+    if abs(value // datetime.timedelta(microseconds=1)) * 1000 > _GO_DURATION_MAX:
+        raise ValueError(f"duration {text!r} out of Go's time.Duration range")
+    return value
+
+
+_FUNCTIONS = {"sum": _sum, "duration": _duration}
 """The Kubernetes CEL library functions our rules use that cel-python lacks
-(``<list<int>>.sum()`` from the Kubernetes list library)."""
+(``<list<int>>.sum()`` from the Kubernetes list library), and ``duration`` with the
+range it has in the API server."""
 
 
 def evaluate_cel(expression: str, activation: dict[str, Any]) -> Any:

@@ -430,7 +430,8 @@ def test_the_same_release_name_in_two_namespaces_shares_no_cluster_scoped_object
                 if o["kind"] in CLUSTER_SCOPED}
 
     a, b = cluster_scoped("team-a"), cluster_scoped("team-b")
-    assert a and b
+    assert a
+    assert b
     assert set(a) & set(b) == set()
     for objs in (a, b):
         for obj in objs.values():  # every reference still names an object of the release
