@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.shell.conftest import (
+    NS,
     Operator,
     condition,
     events,
@@ -215,3 +216,27 @@ def test_a_round_whose_status_write_failed_is_planned_again_and_its_status_writt
     wait_for(lambda: emulated.pending_failures("workergroups") == 0, what="the failed writes")
     wait_for(lambda: (group_status(emulated).get("rebalanceGeneration") or 0)
              >= written.generation, what="the status of B's round")
+
+
+def test_a_member_whose_lease_a_silent_watch_stopped_updating_does_not_depart(
+        emulated, fleet, operator):
+    # The operator's Lease watch goes quiet without ending (a half-open connection): its
+    # copies stop changing while both workers keep renewing and running their work. A
+    # member must not depart on such a copy (with no delay its work would start on the
+    # other member at once, while it still runs here): an expired copy is read again.
+    make_group(emulated, delay="0s", skew=0)
+    make_connector(emulated, "A", 4)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    before = fleet.owned()
+    runner = operator.shell.runners[(NS, "wg")]
+    assert emulated.silence_watches("leases") >= 1
+    read = runner.rereads
+    wait_for(lambda: runner.rereads >= read + 4 or events(emulated, "MemberDeparted"),
+             timeout=20, what="expired copies read again, round after round")
+    assert events(emulated, "MemberDeparted") == []
+    assert group_status(emulated)["members"]["count"] == 2
+    assert fleet.owned() == before
+    emulated.drop_watches("leases")  # the watch reconnects: the copies are current again
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="still settled")

@@ -101,6 +101,24 @@ def expires_at_ms(lease: views.LeaseView, *, observed_ms: int, default_duration_
                      skew_s=skew_s)
 
 
+def expired(leases: Sequence[views.LeaseView], observed: Observed, *, now_ms: int,
+            default_duration_s: int, skew_s: int) -> list[str]:
+    """The Leases whose version, as last observed, stopped vouching for its member by
+    ``now_ms``: read them again before a round declares their members departed. A silent
+    watch (a half-open connection) shows an old version while the worker still renews;
+    a member must not depart on a stale copy."""
+    found = []
+    for lease in leases:
+        seen = observed.get(lease.name)
+        if seen is None or seen[0] != fingerprint(lease):
+            continue  # a version this round observes first: it vouches from now
+        expires = expires_at_ms(lease, observed_ms=seen[1],
+                                default_duration_s=default_duration_s, skew_s=skew_s)
+        if expires is not None and expires <= now_ms:
+            found.append(lease.name)
+    return found
+
+
 def lease_live(
     lease: views.LeaseView, *, now_ms: int, default_duration_s: int, skew_s: int,
     observed_ms: int | None = None,

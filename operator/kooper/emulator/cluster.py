@@ -236,6 +236,11 @@ class EmulatedCluster:
         """End every open watch stream (of one kind, or all); returns how many."""
         return self.hub.drop(None if ref is None else self.resolve(ref))
 
+    def silence_watches(self, ref: ResourceRef | None = None) -> int:
+        """Make every open watch stream (of one kind, or all) deliver nothing more while
+        it stays open (a half-open connection); returns how many."""
+        return self.hub.silence(None if ref is None else self.resolve(ref))
+
     def open_watches(self, ref: ResourceRef | None = None) -> int:
         """How many watch streams are open right now."""
         return self.hub.count(None if ref is None else self.resolve(ref))

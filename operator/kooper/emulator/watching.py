@@ -50,6 +50,8 @@ class Watch:
         self._fields = fields
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._closed = False
+        self.silent = False
+        """A half-open connection: the stream stays open and delivers nothing more."""
 
     def _matches(self, obj: store.Obj | None) -> bool:
         if obj is None:
@@ -77,7 +79,7 @@ class Watch:
             self._loop.call_soon_threadsafe(self._put, {"type": event_type, "object": obj})
 
     def _put(self, event: dict[str, Any]) -> None:
-        if not self._closed:
+        if not self._closed and not self.silent:
             self._queue.put_nowait(event)
 
     def start(self, since: str | None, *, send_initial_events: bool = False) -> None:
@@ -159,6 +161,15 @@ class WatchHub:
         """How many watches are open (of one kind, or of all kinds)."""
         with self._lock:
             return sum(1 for w in self._watches if spec is None or w.spec.key == spec.key)
+
+    def silence(self, spec: resources.ResourceSpec | None = None) -> int:
+        """Make the open watches (of one kind, or all) go silent without ending: what a
+        half-open connection does; watches opened later deliver. Returns how many."""
+        with self._lock:
+            victims = [w for w in self._watches if spec is None or w.spec.key == spec.key]
+            for watch in victims:
+                watch.silent = True
+        return len(victims)
 
     def drop(self, spec: resources.ResourceSpec | None = None) -> int:
         """Close the open watches (of one kind, or all); returns how many were closed."""

@@ -177,6 +177,10 @@ class Client:
             )
         return str(result.get("metadata", {}).get("resourceVersion", ""))
 
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        """The Lease as it is now (``apierrors.NotFound`` when absent)."""
+        return await self.request("GET", wire.lease_path(namespace, name))
+
     async def read_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         """The ConfigMap (``apierrors.NotFound`` when absent)."""
         return await self.request("GET", wire.configmap_path(namespace, name))

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from kooper.control import rollout, status, views
+from kooper.control import liveness, rollout, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.sdk import apierrors
@@ -123,6 +123,11 @@ class GroupRunner:
             epoch=context.leader_epoch, on_lost=context.on_lost)
         self.wake_at_ms: int | None = None
         self.task: asyncio.Task[None] | None = None
+        self._reread: dict[str, tuple[liveness.Fingerprint, views.LeaseView | None]] = {}
+        """Lease → (the version the watch shows, what reading it again found: None, gone)
+        (``_confirmed``)."""
+        self.rereads = 0
+        """Leases read again because the watch showed them expired (tests read it)."""
         self._warmed: tuple[Any, model.ConnectorsAndTasks | None] | None = None
         """(cache, configured resources) ``warmup.warm`` last rehearsed a departure for."""
         self._planned_configured: model.ConnectorsAndTasks | None = None
@@ -281,7 +286,7 @@ class GroupRunner:
                         self.memory.persisted.state.generation, len(configmaps))
         inputs = control.Inputs(
             group=group, pods=list(self.ctx.views.pods(self.namespace)),
-            leases=list(self.ctx.views.leases(self.namespace)),
+            leases=await self._confirmed(group, list(self.ctx.views.leases(self.namespace))),
             released=list(self.ctx.views.released(self.namespace)),
             connectors=list(self.ctx.views.connectors(self.namespace, self.name)),
             configmaps=configmaps, leader=self.ctx.identity,
@@ -306,6 +311,38 @@ class GroupRunner:
         edits = await self.writer.edits(live, configmaps)
         return dataclasses.replace(inputs, owners=owners, edits=edits,
                                    rollouts=rollouts), self.memory
+
+    async def _confirmed(self, group: views.GroupView, leases: list[views.LeaseView]
+                         ) -> list[views.LeaseView]:
+        """``leases`` with those that expired as the watch shows them read again
+        (``liveness.expired``): a member departs on what the API holds, not on a copy a
+        silent watch stopped updating. What was read stands in for the copy it replaced
+        until the watch shows another; one that cannot be read is decided on as shown."""
+        assert self.memory is not None
+        indexed = {lease.name: lease for lease in leases}
+        reread = self._reread = {
+            name: (seen, fresh) for name, (seen, fresh) in self._reread.items()
+            if name in indexed and liveness.fingerprint(indexed[name]) == seen}
+        shown = [reread[lease.name][1] if lease.name in reread else lease for lease in leases]
+        stale = liveness.expired(
+            [lease for lease in shown if lease is not None], self.memory.volatile.observed,
+            now_ms=round(self.ctx.clock() * 1000), default_duration_s=group.lease_duration_s,
+            skew_s=group.clock_skew_s)
+        for name in sorted(stale):
+            self.rereads += 1
+            try:
+                fresh: views.LeaseView | None = views.parse_lease(
+                    await self.ctx.client.read_lease(self.namespace, name))
+            except apierrors.NotFound:
+                fresh = None
+            except apierrors.ApiError as exc:
+                logger.warning("%s: cannot read Lease %s again: %s", self.key, name, exc)
+                continue
+            if fresh is None or liveness.fingerprint(fresh) != liveness.fingerprint(
+                    indexed[name]):
+                reread[name] = (liveness.fingerprint(indexed[name]), fresh)
+        return [lease for lease in (reread[lease.name][1] if lease.name in reread else lease
+                                    for lease in leases) if lease is not None]
 
     async def round(self, *, burst_started: float | None = None) -> RoundResult | None:
         """Plan once and write the result; returns None when nothing needed doing."""
