@@ -196,13 +196,19 @@ def test_an_exec_plugin_gives_the_token_and_its_expiry(tmp_path: Path):
     assert conn.expires_at == pytest.approx(4070908800.0)
 
 
-def test_a_token_file_is_read_by_the_loader(tmp_path: Path):
-    (tmp_path / "token").write_text("file-token\n")
+def _one_user(tmp_path: Path, user: str) -> Path:
+    """A kubeconfig with one context whose user is ``user`` (YAML flow style)."""
     path = tmp_path / "config"
     path.write_text(
         "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
         "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
-        "users: [{name: u, user: {tokenFile: token}}]\n", encoding="utf-8")
+        f"users: [{{name: u, user: {user}}}]\n", encoding="utf-8")
+    return path
+
+
+def test_a_token_file_is_read_by_the_loader(tmp_path: Path):
+    (tmp_path / "token").write_text("file-token\n")
+    path = _one_user(tmp_path, "{tokenFile: token}")
     assert credentials.from_kubeconfig([str(path)]).token == "file-token"
 
 
@@ -213,11 +219,7 @@ def test_a_token_file_is_read_again_as_it_rotates_without_a_new_login(tmp_path: 
     (tmp_path / "secrets").mkdir()
     token = tmp_path / "secrets" / "token"
     token.write_text("first\n")
-    path = tmp_path / "config"
-    path.write_text(
-        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
-        "users: [{name: u, user: {tokenFile: secrets/token}}]\n", encoding="utf-8")
+    path = _one_user(tmp_path, "{tokenFile: secrets/token}")
     now = [0.0]
     login = Login(lambda: credentials.from_kubeconfig([str(path)]), clock=lambda: now[0])
     assert login.current()[1] == "Bearer first"
@@ -229,11 +231,7 @@ def test_a_token_file_is_read_again_as_it_rotates_without_a_new_login(tmp_path: 
 
 def test_a_token_beside_a_token_file_wins_as_in_client_go(tmp_path: Path):
     (tmp_path / "token").write_text("file-token\n")
-    path = tmp_path / "config"
-    path.write_text(
-        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
-        "clusters: [{name: c, cluster: {server: 'https://c:6443'}}]\n"
-        "users: [{name: u, user: {token: inline, tokenFile: token}}]\n", encoding="utf-8")
+    path = _one_user(tmp_path, "{token: inline, tokenFile: token}")
     conn = credentials.from_kubeconfig([str(path)])
     assert (conn.token, conn.token_file) == ("inline", None)
 

@@ -198,26 +198,6 @@ def test_a_round_whose_status_write_keeps_conflicting_never_reuses_its_generatio
              what="settled once the status can be written")
 
 
-def test_a_round_whose_status_write_failed_is_planned_again_and_its_status_written(
-        emulated, fleet, operator):
-    # Its ConfigMaps landed and its status did not (409 on each of the writer's five
-    # tries). Nothing else changes afterwards (the member does not apply the document),
-    # so a retry that took the failed round's inputs as already planned would never
-    # write the status: the group would show the old generation indefinitely.
-    make_group(emulated)
-    make_connector(emulated, "A", 2)
-    w0 = fleet.add("w-0")
-    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
-    w0.applying = False
-    emulated.fail_next_writes("workergroups", 5, code=409)
-    make_connector(emulated, "B", 1)
-    written = wait_for(lambda: (doc := _document(emulated, "w-0")) is not None
-                       and "B" in doc.assigned.connectors and doc, what="B written to w-0")
-    wait_for(lambda: emulated.pending_failures("workergroups") == 0, what="the failed writes")
-    wait_for(lambda: (group_status(emulated).get("rebalanceGeneration") or 0)
-             >= written.generation, what="the status of B's round")
-
-
 def test_a_member_whose_lease_a_silent_watch_stopped_updating_does_not_depart(
         emulated, fleet, operator):
     # The operator's Lease watch goes quiet without ending (a half-open connection): its
