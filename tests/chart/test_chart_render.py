@@ -100,6 +100,24 @@ def test_operator_runs_a_leader_and_a_hot_standby_with_the_documented_command(re
     assert container["resources"]["limits"]
 
 
+def test_the_leader_and_its_standby_prefer_different_nodes_unless_told_otherwise(render):
+    (deploy,) = conftest.find(render(), "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    (preferred,) = spec["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preferred["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}
+    (deploy,) = conftest.find(render({"operator": {"affinity": own}}), "Deployment")
+    assert deploy["spec"]["template"]["spec"]["affinity"] == own
+    (deploy,) = conftest.find(render({"replicaCount": 1, "leaderElection": {"enabled": False}}),
+                              "Deployment")
+    assert "affinity" not in deploy["spec"]["template"]["spec"]
+
+
 def test_leader_election_may_create_leases_and_renew_only_the_leader_lease(render):
     rendered = render()
     (role,) = conftest.find(rendered, "Role", "kooper-leader-election")
