@@ -120,3 +120,28 @@ def test_a_deleted_group_leaves_no_series_behind():
     left = [s for f in REGISTRY.collect() for s in f.samples
             if s.labels.get("namespace") == "gone"]
     assert left == []
+
+
+def test_a_replica_that_steps_down_leaves_no_series_of_the_groups_it_led():
+    # Only the leader runs rounds: a standby's frozen copy of the gauges (a deadline now
+    # past, pending members, unassigned work) would raise the alerts forever.
+    import asyncio
+
+    from kooper.shell import controller, settings
+
+    class Runner:
+        async def stop(self):
+            pass
+
+    shell = controller.Shell(settings.Config(identity="t", leader_election=True))
+    shell.leading = True
+    shell.runners[("led", "wg")] = Runner()
+    snapshot, plan = _plans()
+    metrics.observe_round("led/wg", plan=plan, snapshot=snapshot, compute_s=0.01,
+                          now_ms=2_000, revoked=1, imbalance=1)
+    metrics.observe_failures("led/wg", failed=1, restarts=(("automatic", 1),))
+    metrics.observe_pacing("led/wg", deferred=1, pending=1)
+    asyncio.run(shell._step_down())
+    left = [s.name for f in REGISTRY.collect() for s in f.samples
+            if s.labels.get("namespace") == "led"]
+    assert left == []

@@ -176,10 +176,13 @@ class Shell:
         task.add_done_callback(self._background.discard)
 
     async def _step_down(self) -> None:
-        """This replica lost (or gave up) the Lease: stop every runner before anyone leads."""
+        """This replica lost (or gave up) the Lease: stop every runner before anyone leads,
+        and drop its groups' series (the leader exports them; a standby's frozen copies
+        would raise alerts forever)."""
         self.leading = False
-        for runner in list(self.runners.values()):
+        for (namespace, name), runner in list(self.runners.items()):
             await runner.stop()
+            metrics.forget_group(f"{namespace}/{name}")
         self.runners.clear()
         self._groups.clear()
 
