@@ -1,5 +1,6 @@
 """The operator's metrics: Prometheus naming conventions, labels, and what a round sets."""
 
+import re
 import time
 
 import pytest
@@ -145,3 +146,24 @@ def test_a_replica_that_steps_down_leaves_no_series_of_the_groups_it_led():
     left = [s.name for f in REGISTRY.collect() for s in f.samples
             if s.labels.get("namespace") == "led"]
     assert left == []
+
+
+def test_every_operator_metric_has_its_row_in_the_docs_table(repo_root):
+    # docs/operator.md "Metrics": name, type, labels ("group" = namespace, workergroup).
+    section = (repo_root / "docs" / "operator.md").read_text().split("\n## Metrics\n")[1]
+    section = section.split("\n## ")[0]
+    documented = {}
+    for name, kind, labels in re.findall(r"^\| `(kooper_\w+)` \| ([^|]+) \| ([^|]*) \|",
+                                         section, re.MULTILINE):
+        names = re.findall(r"`(\w+)`", labels)
+        if "group" in labels.replace("workergroup", ""):
+            names = ["namespace", "workergroup", *names]
+        documented[name] = (kind.split()[0], tuple(names))
+    exported = {}
+    for collector in list(REGISTRY._collector_to_names):
+        name = getattr(collector, "_name", "")
+        if name.startswith("kooper_"):
+            kind = collector._type
+            exported[f"{name}_total" if kind == "counter" else name] = (
+                kind, tuple(collector._labelnames))
+    assert exported == documented
