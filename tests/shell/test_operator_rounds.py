@@ -217,3 +217,29 @@ def test_documents_name_the_incarnation_they_were_planned_for(emulated, fleet, o
     wait_for(lambda: (doc := document("w-1")) is not None and doc.incarnation == new,
              what="a document for the new incarnation")
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle again")
+
+
+def test_a_revocation_is_counted_once_however_many_rounds_wait_for_its_acknowledgement(
+        emulated, fleet, operator):
+    # kooper_resource_revocations_total counts resources revoked from a member: the rounds
+    # that run while the member is still stopping them revoke nothing new.
+    from prometheus_client import REGISTRY
+
+    labels = {"namespace": "default", "workergroup": "revokes"}
+    make_group(emulated, "revokes")
+    make_connector(emulated, "A", 5, group="revokes")
+    slow = fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=6, members=1, name="revokes"),
+             what="w-0 runs everything")
+    assert REGISTRY.get_sample_value("kooper_resource_revocations_total", labels) == 0
+    slow.applying = False  # it takes its time to stop what it is told to
+    joined = fleet.add("w-1")
+    # The round that revokes from w-0, then the one that reads w-1's report (w-1 applied
+    # its first document) while w-0 is still stopping: 2 of its 5 tasks revoked, once.
+    wait_for(lambda: joined.generation >= 0, what="w-1 applies its document")
+    operator.quiet_after(3, "revokes")
+    assert REGISTRY.get_sample_value("kooper_resource_revocations_total", labels) == 2
+    slow.applying = True
+    wait_for(lambda: settled(fleet, emulated, resources=6, members=2, name="revokes"),
+             what="balanced")
+    assert REGISTRY.get_sample_value("kooper_resource_revocations_total", labels) == 2

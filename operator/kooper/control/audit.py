@@ -153,15 +153,35 @@ def _departures(row: _Row, previous: model.PlanState, plan: model.Plan,
             yield row(member, "", events.Kind.LEAVE, "leave")
 
 
+def revoked(previous: model.PlanState, plan: model.Plan,
+            left: frozenset[ids.WorkerId] | None = None,
+            ) -> dict[ids.WorkerId, model.ConnectorsAndTasks]:
+    """Per member, what this round tells it to stop that it was not told already: a
+    member's document keeps revoking what it has not acknowledged stopping
+    (``previous.revoking``), and the rounds meanwhile revoke nothing new. All of it for a
+    member in ``left`` (departed or restarted: ``departed``). The ``revoked`` rows, and
+    ``kooper_resource_revocations_total``."""
+    if left is None:
+        left = frozenset(departed(previous, plan))
+    found: dict[ids.WorkerId, model.ConnectorsAndTasks] = {}
+    for member, member_plan in plan.members.items():
+        if not member_plan.revoked:
+            continue
+        already = previous.revoking.get(member, model.EMPTY) if member not in left else model.EMPTY
+        new = member_plan.revoked.difference(already)
+        if new:
+            found[member] = new
+    return found
+
+
 def _moves(row: _Row, previous: model.PlanState, plan: model.Plan,
            left: frozenset[ids.WorkerId]) -> Iterator[dict[str, Any]]:
     """``join`` rows, then newly ``revoked`` and newly ``assigned`` resources."""
     for member in sorted(plan.members):
         if member not in previous.assignments or member in left:
             yield row(member, "", events.Kind.JOIN, "join")
-    for member, member_plan in sorted(plan.members.items()):
-        already = previous.revoking.get(member, model.EMPTY) if member not in left else model.EMPTY
-        for resource in member_plan.revoked.difference(already).sorted():
+    for member, resources in sorted(revoked(previous, plan, left).items()):
+        for resource in resources.sorted():
             yield row(member, resource, events.Kind.STOP, "revoked",
                       plan.state.epochs.get(resource, -1))
     for member, resources in sorted(plan.newly_assigned.items()):

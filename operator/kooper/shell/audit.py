@@ -20,6 +20,8 @@ logger = logging.getLogger("kooper.audit")
 rows = audit_rows.rows
 departed = audit_rows.departed
 """Members that held an assignment last round and are gone (or restarted) now."""
+revoked = audit_rows.revoked
+"""Per member, what a round newly tells it to stop (the ``revoked`` rows)."""
 
 
 class AuditLog:

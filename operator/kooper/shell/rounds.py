@@ -470,7 +470,7 @@ class GroupRunner:
             self.statuses.queue(decided.connectors, now_ms)
         metrics.observe_round(
             self.key, plan=plan, snapshot=snap, compute_s=compute_s, now_ms=now_ms,
-            revoked=sum(len(m.revoked) for m in plan.members.values()),
+            revoked=sum(len(r) for r in audit.revoked(previous, plan).values()),
             imbalance=status.imbalance(plan), grace_ms=decided.metrics.grace_ms,
         )
 
