@@ -201,3 +201,17 @@ def test_a_warning_of_a_round_whose_status_write_failed_is_posted_by_its_retry(
     fleet.set_annotation("w-1", "{not json")
     wait_for(lambda: emulated.pending_failures("workergroups") == 0, what="the failed writes")
     wait_for(lambda: events(emulated, "MalformedReport"), what="malformed event")
+
+
+def test_a_deleted_groups_connectors_say_their_group_is_gone(emulated, fleet, operator):
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    wait_for(lambda: _connector_condition(emulated, "A", "Ready").get("status") == "True",
+             what="ready")
+    emulated.delete("workergroups", "wg", namespace="default")
+    ready = wait_for(lambda: (found := _connector_condition(emulated, "A", "Ready"))
+                     .get("reason") == "WorkerGroupNotFound" and found, what="not found")
+    assert ready["status"] == "False"
+    wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")

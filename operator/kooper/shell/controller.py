@@ -225,6 +225,11 @@ class Shell:
                 runner.task.cancel()
             metrics.forget_group(f"{namespace}/{name}")  # no stale series (or alerts) left
             self.poke_namespace(namespace)
+            if self.leading:
+                task = asyncio.get_running_loop().create_task(
+                    self._group_deleted(namespace, name, runner), name="group-deleted")
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
             return None
         if not self.leading:
             return None  # A standby: the leader runs the rounds (``_lead`` starts them).
@@ -241,6 +246,16 @@ class Shell:
             runner.poke()
         self._groups[key] = (uid, generation)
         return runner
+
+    async def _group_deleted(self, namespace: str, name: str,
+                             runner: rounds.GroupRunner | None) -> None:
+        """A deleted WorkerGroup's Connectors say so (``WorkerGroupNotFound``), once its
+        runner, and the Connector statuses it was still writing, have stopped."""
+        if runner is not None:
+            await runner.stop()
+        assert self.index_views is not None
+        for connector in list(self.index_views.connectors(namespace, name)):
+            await self.connector_seen(connector, deleted=False)
 
     def poke_namespace(self, namespace: str) -> None:
         """Wake every group of a namespace."""
