@@ -48,3 +48,15 @@ def test_the_docs_example_joins_runs_its_assignment_and_leaves_on_sigterm(api, r
         errors.close()
     assert process.returncode == 0, (tmp_path / "stderr.txt").read_text()
     assert api.get("leases", f"kooper-{POD}", namespace=NS) is None
+
+
+def test_the_health_server_the_guide_calls_is_reachable_from_the_package_alone(repo_root):
+    # docs/sdk.md, "Health and metrics": `sdk.health.serve(..., metrics=worker.metrics.render)`
+    # after nothing but `from kooper import sdk` (a fresh interpreter: in this one, other
+    # tests have imported kooper.sdk.health already).
+    probe = "from kooper import sdk; print(sdk.health.serve.__name__, sdk.metrics.__name__)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(repo_root / "operator")),
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["serve", "kooper.sdk.metrics"]

@@ -18,9 +18,12 @@ image installs ``kooper`` and nothing else. A worker is three callbacks::
 
 ``docs/sdk.md`` explains the guarantees behind each callback.
 
+``sdk.health.serve`` answers the probes and ``/metrics`` (``worker.metrics.render``).
+
 ``Session`` is the sans-I/O core underneath, for other transports and simulators.
 """
 
+from kooper.sdk import health, metrics
 from kooper.sdk.client import STUCK_EXIT_CODE, OnAssigned, OnStopped, Worker, WorkerStuckError
 from kooper.sdk.identity import Identity, IdentityError
 from kooper.sdk.identity import from_env as identity_from_env
@@ -59,5 +62,7 @@ __all__ = [
     "Worker",
     "WorkerStuckError",
     "WriteReport",
+    "health",
     "identity_from_env",
+    "metrics",
 ]
