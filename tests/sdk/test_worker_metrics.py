@@ -10,7 +10,7 @@ from tests.sdk.session_helpers import assignment, drive, new_session
 from tests.sdk.worker_helpers import Running, assign, report, wait_for
 
 import kooper
-from kooper.sdk import health
+from kooper.sdk import demo, health
 from kooper.sdk import metrics as sdk_metrics
 
 
@@ -210,3 +210,32 @@ SERIES_OF_ONE_MEMBER = len([
     line for line in sdk_metrics.WorkerMetrics().render().splitlines()
     if line and not line.startswith("#")])
 """A fresh worker's series: a worker with work has exactly as many."""
+
+
+def test_a_pause_or_resume_that_raises_counts_as_a_callback_exception(api):
+    # docs/sdk.md: kooper_worker_callback_exceptions_total counts "callbacks that raised",
+    # by callback; on_paused and on_resumed are callbacks like the others.
+    pytest.importorskip("kmock")
+
+    class Unpausable(demo.DemoConnectors):
+        def on_paused(self, resource):
+            raise RuntimeError(f"cannot pause {resource}")
+
+        def on_resumed(self, resource):
+            raise RuntimeError(f"cannot resume {resource}")
+
+    running = Running(api, uid=api.pod_uid, connectors=Unpausable())
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, [], ["A-0"], epochs={"A-0": 1}, states={"A": "paused"})
+        wait_for(lambda: (r := report(api)) and r.generation == 1, what="generation 1")
+        assign(api, 2, [], ["A-0"], epochs={"A-0": 1})
+        wait_for(lambda: (r := report(api)) and r.generation == 2, what="generation 2")
+        samples = wait_for(lambda: parsed(running.worker.metrics.render())[0],
+                           what="a scrape")
+        assert samples["kooper_worker_callback_exceptions_total"] == {
+            frozenset({("callback", "on_paused")}): 1,
+            frozenset({("callback", "on_resumed")}): 1,
+        }
+    finally:
+        running.close()

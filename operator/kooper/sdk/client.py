@@ -128,8 +128,8 @@ class Worker:
         self._on_assigned = self.metrics.timed("on_assigned", on_assigned)
         self._on_revoked = self.metrics.timed("on_revoked", on_revoked)
         self._on_lost = self.metrics.timed("on_lost", on_lost)
-        self._on_paused = on_paused
-        self._on_resumed = on_resumed
+        self._on_paused = self.metrics.counted("on_paused", on_paused)
+        self._on_resumed = self.metrics.counted("on_resumed", on_resumed)
         self._on_event = on_event
         self._clock = clock
         self._wall = wall

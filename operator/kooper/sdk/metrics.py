@@ -195,18 +195,30 @@ class WorkerMetrics:
     def timed(self, callback: str, function: Callable[_P, None]) -> Callable[_P, None]:
         """``function`` timed into the start (``on_assigned``) or stop histogram."""
         histogram = self.start_seconds if callback == "on_assigned" else self.stop_seconds
+        counted = self.counted(callback, function)
 
         @functools.wraps(function)
         def run(*args: _P.args, **kwargs: _P.kwargs) -> None:
             began = self._clock()
+            try:
+                counted(*args, **kwargs)
+            finally:
+                histogram.observe(callback, self._clock() - began)
+
+        return run
+
+    def counted(self, callback: str, function: Callable[_P, None]) -> Callable[_P, None]:
+        """``function`` whose exceptions count in ``kooper_worker_callback_exceptions_total``
+        (``on_paused`` / ``on_resumed``: no histogram of their own)."""
+
+        @functools.wraps(function)
+        def run(*args: _P.args, **kwargs: _P.kwargs) -> None:
             try:
                 function(*args, **kwargs)
             except BaseException:
                 with self._lock:
                     self._exceptions[callback] = self._exceptions.get(callback, 0) + 1
                 raise
-            finally:
-                histogram.observe(callback, self._clock() - began)
 
         return run
 
