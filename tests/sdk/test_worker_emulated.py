@@ -1,12 +1,13 @@
 """The blocking Worker against the in-process Kubernetes API emulator: Lease, ConfigMap, apply."""
 
+import threading
 
 import pytest
 from tests.sdk.worker_helpers import NS, POD, Running, assign, report, wait_for
 
 from kooper.core import events, model
 from kooper.protocol import messages
-from kooper.sdk import client, identity, kube
+from kooper.sdk import client, identity, kube, session
 
 pytest.importorskip("kmock")
 
@@ -189,3 +190,29 @@ def test_a_report_too_large_to_write_does_not_end_the_worker(api):
         assert report(api).owned == model.ConnectorsAndTasks.of(["A"], [])
     finally:
         running.close()
+
+
+def test_readiness_is_answered_without_touching_the_session_the_main_loop_owns(
+        api, monkeypatch):
+    # The session is not thread-safe (its docstring): /readyz runs on the health server's
+    # threads, so it answers from what the main loop last saw, as /metrics does. Reading the
+    # report while the loop applied an assignment raised "dictionary changed size during
+    # iteration" on the probe's thread.
+    running = Running(api, uid=api.pod_uid)
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, [], ["A-0"])
+        wait_for(lambda: (r := report(api)) and r.generation == 1, what="gen 1")
+        readers = set()
+        report_of = session.Session.report
+
+        def watched_report(self):
+            readers.add(threading.current_thread().name)
+            return report_of(self)
+
+        monkeypatch.setattr(session.Session, "report", watched_report)
+        assert running.worker.ready
+        assert threading.current_thread().name not in readers
+    finally:
+        running.close()
+    assert not running.worker.ready  # left

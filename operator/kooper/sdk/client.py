@@ -170,6 +170,8 @@ class Worker:
         )
         self._running: list[_Running] = []
         self._dead = False
+        self._ready = False
+        """What ``ready`` answers: the main loop's view as of its last turn."""
         self._configmap_version = ""
         self._sequences = [0, 0]
         """The last sequence taken from the watch's two mailboxes (watch, re-read)."""
@@ -194,8 +196,9 @@ class Worker:
 
     @property
     def ready(self) -> bool:
-        """Joined, holding a fresh Lease, not fenced."""
-        return self.session.state in member.LIVE_STATES and not self.session.report().fenced
+        """Joined, holding a fresh Lease, not fenced (as of the main loop's last turn: the
+        session is not thread-safe, and probes run on threads of their own)."""
+        return self._ready
 
     def task_failed(self, resource: str, error: str | BaseException) -> None:
         """Report that ``resource`` died by itself (thread-safe: call it from task code).
@@ -268,9 +271,11 @@ class Worker:
                         self._offer(configmap)
         self._run_actions()
         self.metrics.observe(self.session, self.keeper)
+        self._ready = self.session.state in member.LIVE_STATES and not self.session.fenced
 
     def leave(self) -> None:
         """Stop everything (on_revoked), report owning nothing, delete the Lease."""
+        self._ready = False
         self.watch.stop()
         self._take_late_returns()
         self.session.terminate()
@@ -324,7 +329,7 @@ class Worker:
         return max(0.0, wait)
 
     def _die(self, reason: str) -> NoReturn:
-        self._dead = True
+        self._dead, self._ready = True, False
         logger.critical("ending the worker process (exit %d): %s", STUCK_EXIT_CODE, reason)
         for handler in (*logger.handlers, *logging.getLogger().handlers):
             handler.flush()

@@ -554,6 +554,11 @@ class Session:
         return frozenset(self._owned)
 
     @property
+    def fenced(self) -> bool:
+        """Fenced itself and not yet applied an assignment since (``Report.fenced``)."""
+        return self._fenced
+
+    @property
     def applied_generation(self) -> int:
         """The generation of the last assignment fully applied (-1: none yet)."""
         return self._applied_generation
