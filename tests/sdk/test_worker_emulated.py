@@ -7,7 +7,7 @@ from tests.sdk.worker_helpers import NS, POD, Running, assign, report, wait_for
 
 from kooper.core import events, model
 from kooper.protocol import messages
-from kooper.sdk import client, identity, kube, session
+from kooper.sdk import client, demo, identity, kube, session
 
 pytest.importorskip("kmock")
 
@@ -189,6 +189,49 @@ def test_a_report_too_large_to_write_does_not_end_the_worker(api):
         wait_for(lambda: report(api).generation == 2, timeout=60, what="the worker goes on")
         assert report(api).owned == model.ConnectorsAndTasks.of(["A"], [])
     finally:
+        running.close()
+
+
+def test_a_stop_waits_for_a_pause_of_the_same_resource_that_outlived_its_timeout(api):
+    # docs/sdk.md, "Order": two callbacks for the same resource never overlap. A pause that
+    # times out is reported failed and its thread goes on; the stop that follows waits for it.
+    settings = client.Settings(lease_duration_s=6, renew_interval_s=0.2, tick_interval_s=0.02,
+                               callback_timeout_s=0.2, stop_timeout_s=3)
+    gen2_written = threading.Event()
+    revoked_began = threading.Event()
+    pausing = threading.Event()
+    overlaps = []
+
+    class SlowToPause(demo.DemoConnectors):
+        def on_paused(self, resource):
+            pausing.set()
+            try:
+                gen2_written.wait(10)  # past its 0.2 s timeout
+                # Returns as soon as the stop begins alongside it (the bug), else after 1 s.
+                revoked_began.wait(1.0)
+            finally:
+                pausing.clear()
+
+        def on_revoked(self, resource):
+            revoked_began.set()
+            if pausing.is_set():
+                overlaps.append(resource)
+            super().on_revoked(resource)
+
+    running = Running(api, settings=settings, uid=api.pod_uid, connectors=SlowToPause())
+    try:
+        wait_for(lambda: report(api), what="join")
+        assign(api, 1, [], ["A-0"], epochs={"A-0": 1}, states={"A": "paused"})
+        got = wait_for(lambda: (r := report(api)) and r.generation == 1 and r, what="gen 1")
+        assert got.failed["A-0"] == "on_paused timed out after 0.2s"
+        assign(api, 2, [], [], revoked=((), ("A-0",)))
+        gen2_written.set()
+        got = wait_for(lambda: (r := report(api)) and r.generation == 2 and r, what="gen 2")
+        assert not got.owned
+        assert revoked_began.is_set()
+        assert overlaps == []
+    finally:
+        gen2_written.set()
         running.close()
 
 

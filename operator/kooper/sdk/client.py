@@ -169,6 +169,9 @@ class Worker:
             max_workers=self.settings.max_parallel_callbacks, thread_name_prefix="kooper-stop"
         )
         self._running: list[_Running] = []
+        self._late_flips: dict[str, concurrent.futures.Future[None]] = {}
+        """Pauses and resumes that outlived their timeout and may still run, by resource:
+        the next callback of that resource begins once it returned."""
         self._dead = False
         self._ready = False
         """What ``ready`` answers: the main loop's view as of its last turn."""
@@ -436,9 +439,47 @@ class Worker:
             pool, timeout = self._stop_pool, self.settings.budget.stop_timeout_s
         else:
             pool, timeout = self._pool, self.settings.callback_timeout_s
-        future = pool.submit(callback, *arguments)
+        late = self._late_flips.get(action.resource)
+        if late is not None and late.done():
+            del self._late_flips[action.resource]
+            late = None
+        if late is None:
+            future = pool.submit(callback, *arguments)
+        else:
+            future = self._after(late, pool, callback, arguments)
         future.add_done_callback(self._callback_ended)
         self._running.append(_Running(action, name, future, self._clock() + timeout, timeout))
+
+    @staticmethod
+    def _after(
+        previous: concurrent.futures.Future[None],
+        pool: concurrent.futures.ThreadPoolExecutor,
+        callback: Callable[..., None],
+        arguments: tuple[Any, ...],
+    ) -> concurrent.futures.Future[None]:
+        """``callback`` on ``pool`` once ``previous`` (a pause or resume of the same resource
+        that outlived its timeout) returned: two callbacks of one resource never overlap.
+        Its timeout runs meanwhile: a stop still waiting past it ends the process."""
+        result: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not result.set_running_or_notify_cancel():
+                return  # it timed out before it could begin: it never will
+            try:
+                callback(*arguments)
+            except BaseException as exc:  # as the pool's own futures do
+                result.set_exception(exc)
+            else:
+                result.set_result(None)
+
+        def begin(_: concurrent.futures.Future[None]) -> None:
+            try:
+                pool.submit(run)
+            except RuntimeError:  # the worker left and shut its pools down
+                result.cancel()
+
+        previous.add_done_callback(begin)
+        return result
 
     def _callback_ended(self, future: concurrent.futures.Future[None]) -> None:
         self._wake.set()  # on the callback's thread: the main loop settles it
@@ -473,6 +514,10 @@ class Worker:
             still_running = isinstance(action, sdk_session.Stop) or (
                 isinstance(action, sdk_session.Start) and not cancelled
             )
+            if isinstance(action, sdk_session.Pause | sdk_session.Resume) and not cancelled:
+                # Counted as done (not retried), but its thread goes on: whatever comes
+                # next for this resource waits for it (``_submit``).
+                self._late_flips[action.resource] = entry.future
         elif (exc := entry.future.exception()) is not None:
             error = f"{name} raised {type(exc).__name__}: {exc}"
         if error is not None:
