@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import multiprocessing
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -219,6 +220,12 @@ def idle_note(row: metrics.RunMetrics, *, pods: int, connectors: int, tasks: int
             f"drill touched only idle pods; for work on every pod pass --connectors {enough}")
 
 
+def _leave_ctrl_c_to_the_parent() -> None:
+    """A pool worker ignores SIGINT: Ctrl-C reaches the whole process group, and the
+    parent alone answers it (one line, exit 130) and ends the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _chaos_one(job: tuple[int, int | None, bool]) -> chaos.Outcome:
     return chaos.run_one(job[0], pods=job[1], sessions=job[2])
 
@@ -231,7 +238,7 @@ def _chaos(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     processes = args.jobs or multiprocessing.cpu_count()
     if processes > 1 and len(jobs) >= 50:
-        with multiprocessing.Pool(processes) as pool:
+        with multiprocessing.Pool(processes, _leave_ctrl_c_to_the_parent) as pool:
             for outcome in pool.imap_unordered(_chaos_one, jobs, chunksize=20):
                 outcomes.append(outcome)
                 bar(len(outcomes) / len(jobs))
