@@ -19,6 +19,11 @@ def test_runs_are_parsed_in_order_and_checked_against_known_protocols_and_polici
         demo.parse_runs(" , ")
 
 
+def test_a_run_named_twice_is_refused_its_two_clusters_would_write_the_same_logs():
+    with pytest.raises(errors.KooperError, match="--runs: 'eager-kooper' is named twice"):
+        demo.parse_runs("eager-kooper,compatible-kooper, eager-kooper")
+
+
 @pytest.mark.parametrize("argv", [["--runs", "eager"], ["--pods", "0"], ["--restart", "-1"]])
 def test_bad_options_fail_with_one_line_before_anything_starts(argv, tmp_path, capsys):
     assert cli.main(["demo", "--out", str(tmp_path), *argv]) == 1

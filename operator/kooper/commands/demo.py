@@ -104,6 +104,8 @@ def parse_runs(text: str) -> list[tuple[str, str]]:
             raise errors.KooperError(
                 f"--runs: {name!r} is not <protocol>-<policy> (protocols "
                 f"{', '.join(model.Protocol)}; policies {', '.join(model.Policy)})")
+        if (protocol, policy) in runs:  # two clusters would write the same logs
+            raise errors.KooperError(f"--runs: {name!r} is named twice")
         runs.append((protocol, policy))
     if not runs:
         raise errors.KooperError("--runs: name at least one run")
