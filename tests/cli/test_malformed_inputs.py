@@ -34,6 +34,18 @@ def write_inputs(folder: Path) -> None:
     (folder / "list.json").write_text("[1, 2]", encoding="utf-8")
     (folder / "policy.json").write_text(json.dumps({"policy": "kip-415", "rounds": [{}]}),
                                         encoding="utf-8")
+    one_member = {"workers": {"W1": {}}}
+    for name, doc in (
+            ("expect-typo", {**one_member, "rounds": [{"expect": {"W1": {"delay": 0}}}]}),
+            ("expect-text", {**one_member, "rounds": [{"expect": {"W1": {"delay_ms": "0"}}}]}),
+            ("expect-list", {**one_member, "rounds": [{"expect": {"W1": {"assigned": ["A"]}}}]}),
+            ("event-typo", {"rounds": [{"before": [
+                {"type": "worker_join", "worker": "W1", "owend": {"connectors": ["A"]}}]}]}),
+            ("advance-to", {**one_member, "rounds": [{"before": [
+                {"type": "advance_time", "to": "noon"}]}]}),
+            ("tasks-max", {"connectors": {"A": 10001}, "rounds": [{}]})):
+        (folder / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
+    (folder / "nested.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     (folder / "garbage.kubeconfig").write_text(GARBAGE_KUBECONFIG, encoding="utf-8")
     (folder / "one.kubeconfig").write_text(ONE_CONTEXT_KUBECONFIG, encoding="utf-8")
     (folder / "folder").mkdir()
@@ -57,6 +69,20 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("replay-not-an-object", ["replay", "{tmp}/list.json"], {}, ["expected dict"]),
     ("replay-bad-policy", ["replay", "{tmp}/policy.json"], {}, ["'kip-415'", "'kip415'",
                                                                "'kooper'"]),
+    ("replay-expect-unknown-field", ["replay", "--check", "{tmp}/expect-typo.json"], {},
+     ["{tmp}/expect-typo.json", "round 1.expect.W1", "unknown field 'delay'"]),
+    ("replay-expect-delay-as-text", ["replay", "--check", "{tmp}/expect-text.json"], {},
+     ["{tmp}/expect-text.json", "round 1.expect.W1.delay_ms", "expected int, got str"]),
+    ("replay-expect-resources-as-list", ["replay", "{tmp}/expect-list.json"], {},
+     ["{tmp}/expect-list.json", "round 1.expect.W1.assigned", "expected dict"]),
+    ("replay-event-unknown-field", ["replay", "{tmp}/event-typo.json"], {},
+     ["round 1.before[0]", "unknown field 'owend'"]),
+    ("replay-advance-to-unknown", ["replay", "{tmp}/advance-to.json"], {},
+     ["round 1.before[0].to", "'noon'", "'deadline'"]),
+    ("replay-more-tasks-than-the-crd", ["replay", "{tmp}/tasks-max.json"], {},
+     ["connectors.A", "10000", "10001"]),
+    ("replay-nested-too-deeply", ["replay", "{tmp}/nested.json"], {},
+     ["{tmp}/nested.json", "nested too deeply"]),
     ("replay-bad-output", ["replay", OK_SCENARIO, "-o", "xml"], {}, ["xml"]),
     # drill
     ("drill-no-scenario", ["drill"], {}, ["SCENARIO"]),
@@ -73,6 +99,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["--delay", "'300' is not a duration"]),
     ("drill-pods-not-a-number", ["drill", "kill-one", "--sim", "--pods", "many"], {},
      ["--pods", "many"]),
+    ("drill-more-tasks-than-the-crd", ["drill", "kill-one", "--sim", "--tasks", "10001"], {},
+     ["--tasks", "at most 10000", "10001"]),
     ("drill-runs-outside-chaos", ["drill", "kill-one", "--sim", "--runs", "5"], {},
      ["--runs", "chaos"]),
     ("drill-jobs-zero", ["drill", "chaos", "--sim", "--jobs", "0"], {}, ["--jobs", "0"]),

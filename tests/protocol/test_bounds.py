@@ -4,7 +4,7 @@ member, fits one assignment (a ConfigMap) and one report (the Lease annotation).
 import pytest
 from tests.chart import conftest
 
-from kooper.core import model
+from kooper.core import defaults, model
 from kooper.protocol import codec, messages
 
 
@@ -20,6 +20,7 @@ def bounds():
 
 def test_the_stated_bounds(bounds):
     assert bounds == {"tasks_max": 10_000, "config_chars": 65_536}
+    assert bounds["tasks_max"] == defaults.TASKS_MAX_LIMIT  # kooper replay's and drill's too
 
 
 def test_a_connector_at_its_bounds_fits_one_assignment(bounds):

@@ -35,8 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="group size (default 6; chaos: random 2-5)")
     parser.add_argument("--connectors", type=options.int_at_least(0), default=3, metavar="N",
                         help="connectors (default 3)")
-    parser.add_argument("--tasks", type=options.int_at_least(0), default=4, metavar="N",
-                        help="tasks per connector (default 4)")
+    parser.add_argument("--tasks", default=4, metavar="N",
+                        type=options.int_at_least(0, at_most=(
+                            defaults.TASKS_MAX_LIMIT, "a Connector's largest tasksMax")),
+                        help=f"tasks per connector, at most {defaults.TASKS_MAX_LIMIT} "
+                             "(default 4)")
     parser.add_argument("--policy", choices=[p.value for p in model.Policy], default="kooper",
                         help="how lost work is held and handed back (default kooper)")
     parser.add_argument("--protocol", choices=[p.value for p in model.Protocol],

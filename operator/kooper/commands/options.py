@@ -22,13 +22,18 @@ from kooper.core import durations, errors
 FORMATS = ("table", "json", "yaml")
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An ``int`` argument type that rejects values below ``minimum``."""
+def int_at_least(minimum: int, *, at_most: tuple[int, str] | None = None
+                 ) -> Callable[[str], int]:
+    """An ``int`` argument type that rejects values below ``minimum`` (and above
+    ``at_most``'s bound, whose text says where the bound comes from)."""
 
     def parse(text: str) -> int:
         value = _int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if at_most is not None and value > at_most[0]:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {at_most[0]} ({at_most[1]}), got {value}")
         return value
 
     parse.__name__ = "int"  # argparse says "invalid int value: 'x'" for a non-number

@@ -46,6 +46,8 @@ def decode(path: Path, data: bytes) -> Any:
         raise replay.ScenarioError(
             f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:
+        raise replay.ScenarioError(f"{path}: JSON nested too deeply for a scenario") from None
 
 
 def table(result: replay.Replay) -> str:

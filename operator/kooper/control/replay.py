@@ -66,10 +66,6 @@ class Replay:
 # -- parsing ---------------------------------------------------------------------------
 
 
-def _where(round_no: int | None, field: str) -> str:
-    return f"{field}" if round_no is None else f"round {round_no}: {field}"
-
-
 def _expect_type(value: object, kind: type | tuple[type, ...], where: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
@@ -77,11 +73,25 @@ def _expect_type(value: object, kind: type | tuple[type, ...], where: str) -> An
     return value
 
 
-def _int(value: object, where: str, *, minimum: int = 0) -> int:
+def _int(value: object, where: str, *, minimum: int = 0, maximum: int | None = None) -> int:
     number = _expect_type(value, int, where)
     if number < minimum:
         raise ScenarioError(f"{where}: must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ScenarioError(f"{where}: must be <= {maximum}, got {number}")
     return int(number)
+
+
+def _tasks(value: object, where: str) -> int:
+    """A connector's task count: 0 to the CRD's ``tasksMax`` maximum."""
+    return _int(value, where, maximum=defaults.TASKS_MAX_LIMIT)
+
+
+def _known(body: Mapping[str, Any], fields: frozenset[str], where: str) -> None:
+    """Refuse a field the format does not have: a typo must not be silently ignored."""
+    unknown = set(body) - fields
+    if unknown:
+        raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
 
 
 def _names(value: object, where: str) -> list[str]:
@@ -94,9 +104,7 @@ def _names(value: object, where: str) -> list[str]:
 def parse_resources(value: object, where: str) -> model.ConnectorsAndTasks:
     """``{"connectors": [...], "tasks": [...]}`` (either key may be omitted)."""
     body = _expect_type(value, dict, where)
-    unknown = set(body) - {"connectors", "tasks"}
-    if unknown:
-        raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    _known(body, frozenset({"connectors", "tasks"}), where)
     connectors = _names(body.get("connectors", []), f"{where}.connectors")
     tasks = _names(body.get("tasks", []), f"{where}.tasks")
     for task in tasks:
@@ -145,9 +153,20 @@ class _Group:
         )
 
 
+_EVENT_FIELDS = {  # each event type's fields besides "type" (docs/scenarios.md, "Events")
+    "worker_join": ("worker", "owned", "protocols"), "worker_leave": ("worker",),
+    "worker_scaled_down": ("worker",), "advance_time": ("ms", "to"), "leader_change": (),
+    "connector_add": ("connector", "tasks"), "connector_tasks": ("connector", "tasks"),
+    "connector_remove": ("connector",),
+}
+
+
 def _apply_event(group: _Group, event: object, where: str) -> None:
     body = _expect_type(event, dict, where)
     kind = _expect_type(body.get("type"), str, f"{where}.type")
+    if kind not in _EVENT_FIELDS:
+        raise ScenarioError(f"{where}.type: unknown event type {kind!r}")
+    _known(body, frozenset({"type", *_EVENT_FIELDS[kind]}), where)
     default_protocols = frozenset(model.Protocol)
     if kind == "worker_join":
         worker = _expect_type(body.get("worker"), str, f"{where}.worker")
@@ -168,7 +187,9 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
         if kind == "worker_scaled_down":
             group.permanent.add(ids.WorkerId(worker))
     elif kind == "advance_time":
-        if body.get("to") == "deadline":
+        if "to" in body:
+            if body["to"] != "deadline" or "ms" in body:
+                raise ScenarioError(f"{where}.to: only 'deadline', without ms; got {body['to']!r}")
             delay = group.memory.persisted.state.delay
             if delay is None:
                 raise ScenarioError(f"{where}: no delay is pending to advance to")
@@ -186,13 +207,11 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
             raise ScenarioError(f"{where}: connector {name!r} already exists")
         if kind == "connector_tasks" and name not in group.connectors:
             raise ScenarioError(f"{where}: connector {name!r} does not exist")
-        group.connectors[name] = _int(body.get("tasks"), f"{where}.tasks")
+        group.connectors[name] = _tasks(body.get("tasks"), f"{where}.tasks")
     elif kind == "connector_remove":
         name = _expect_type(body.get("connector"), str, f"{where}.connector")
         if group.connectors.pop(name, None) is None:
             raise ScenarioError(f"{where}: connector {name!r} does not exist")
-    else:
-        raise ScenarioError(f"{where}.type: unknown event type {kind!r}")
 
 
 def _settle(group: _Group, plan: model.Plan) -> None:
@@ -244,9 +263,8 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
     for index, round_spec in enumerate(rounds, start=1):
         where = f"round {index}"
         round_body = _expect_type(round_spec, dict, where)
-        unknown = set(round_body) - {"before", "expect", "note"}
-        if unknown:
-            raise ScenarioError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        _known(round_body, frozenset({"before", "expect", "note"}), where)
+        expect = _expectations(round_body.get("expect"), f"{where}.expect")
         for number, event in enumerate(_expect_type(round_body.get("before", []), list,
                                                     f"{where}.before")):
             _apply_event(group, event, f"{where}.before[{number}]")
@@ -257,9 +275,6 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
                 if last_owner.get(resource, member) != member:
                     moves += 1
                 last_owner[resource] = member
-        expect = round_body.get("expect")
-        if expect is not None:
-            _expect_type(expect, dict, f"{where}.expect")
         results.append(RoundResult(
             round=index, now_ms=group.now_ms, protocol=plan.protocol,
             generation=plan.state.generation,
@@ -272,13 +287,28 @@ def replay(scenario: Mapping[str, Any]) -> Replay:
     return Replay(results, Summary(len(results), moves, unassigned_ms))
 
 
+def _expectations(value: object, where: str) -> dict[str, dict[str, Any]] | None:
+    """A round's ``expect`` block, checked before the round runs: per member, any of
+    ``assigned``, ``revoked`` (parsed) and ``delay_ms``."""
+    if value is None:
+        return None
+    expect: dict[str, dict[str, Any]] = {}
+    for member, wanted in _expect_type(value, dict, where).items():
+        at = f"{where}.{member}"
+        body = _expect_type(wanted, dict, at)
+        _known(body, frozenset({"assigned", "revoked", "delay_ms"}), at)
+        expect[member] = {field: _int(given, f"{at}.{field}") if field == "delay_ms"
+                          else parse_resources(given, f"{at}.{field}")
+                          for field, given in body.items()}
+    return expect
+
+
 def _group(body: Mapping[str, Any]) -> _Group:
     """The scenario's group before its first round: settings, connectors, workers."""
     known = {"policy", "protocol", "max_delay_ms", "max_moves_per_round", "connectors",
              "workers", "rounds", "name", "description"}
-    unknown = set(body) - known
-    if unknown:
-        raise ScenarioError(f"unknown top-level field {sorted(unknown)[0]!r}")
+    if set(body) - known:
+        raise ScenarioError(f"unknown top-level field {sorted(set(body) - known)[0]!r}")
     settings = model.Settings(
         protocol=_enum(model.Protocol, body.get("protocol", defaults.PROTOCOL), "protocol"),
         policy=_enum(model.Policy, body.get("policy", defaults.POLICY), "policy"),
@@ -286,7 +316,7 @@ def _group(body: Mapping[str, Any]) -> _Group:
                           "max_delay_ms"),
     )
     connectors = {
-        _expect_type(name, str, "connectors"): _int(count, f"connectors.{name}")
+        _expect_type(name, str, "connectors"): _tasks(count, f"connectors.{name}")
         for name, count in _expect_type(body.get("connectors", {}), dict, "connectors").items()
     }
     max_moves = None
@@ -324,10 +354,9 @@ def check(result: Replay) -> list[str]:
             if got is None:
                 problems.append(f"{where}: expected a member, but it is not in the group")
                 continue
-            _expect_type(wanted, dict, f"round {round_result.round}.expect.{member}")
             for field in ("assigned", "revoked"):
                 if field in wanted:
-                    expected = parse_resources(wanted[field], f"{where}.{field}")
+                    expected = wanted[field]
                     actual = got.assigned if field == "assigned" else got.revoked
                     if expected != actual:
                         problems.append(
@@ -369,23 +398,3 @@ def to_json(result: Replay) -> dict[str, Any]:
         ],
         "summary": dataclasses.asdict(result.summary),
     }
-
-
-def to_table(result: Replay) -> str:
-    """The ``--format table`` text: one block per round, then the summary."""
-    lines: list[str] = []
-    width = max((len(m) for r in result.rounds for m in r.members), default=6)
-    for r in result.rounds:
-        lines.append(
-            f"round {r.round}  t={r.now_ms}ms  protocol={r.protocol}  generation={r.generation}"
-        )
-        for member, part in sorted(r.members.items()):
-            assigned = ", ".join(part.assigned.sorted()) or "-"
-            revoked = ", ".join(part.revoked.sorted()) or "-"
-            lines.append(
-                f"  {member:<{width}}  delay={part.delay_ms:>7}ms  "
-                f"assigned: [{assigned}]  revoked: [{revoked}]"
-            )
-    s = result.summary
-    lines.append(f"summary: rounds={s.rounds} moves={s.moves} unassigned_ms={s.unassigned_ms}")
-    return "\n".join(lines)

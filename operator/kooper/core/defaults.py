@@ -20,6 +20,9 @@ CLOCK_SKEW_S = 5
 """``spec.clockSkewSeconds``."""
 TASKS_MAX = 1
 """``Connector.spec.tasksMax``."""
+TASKS_MAX_LIMIT = 10_000
+"""The CRD's ``maximum`` of ``Connector.spec.tasksMax`` (a bound, not a default: one member's
+assignment and report must carry every task of a connector; tests/protocol/test_bounds.py)."""
 CONNECTOR_STATE = "Running"
 """``Connector.spec.state`` as the CRD writes it (``control.views.connector_state`` reads it
 as the operator's ``running``)."""
