@@ -140,3 +140,13 @@ def test_json_format_has_rounds_and_summary(capsys):
     assert document["summary"]["rounds"] == 3
     assert document["summary"]["moves"] == 2
     assert document["rounds"][1]["members"]["W1"]["delay_ms"] == 300000
+
+
+def test_an_event_may_carry_a_note_and_nothing_else_unknown():
+    scenario = {"connectors": {"A": 1}, "workers": {"W1": {}},
+                "rounds": [{"before": [{"type": "worker_join", "worker": "W2",
+                                        "note": "a second worker"}]}]}
+    assert len(replay.replay(scenario).rounds) == 1
+    scenario["rounds"][0]["before"][0]["nte"] = "a typo"
+    with pytest.raises(replay.ScenarioError, match="unknown field 'nte'"):
+        replay.replay(scenario)

@@ -153,7 +153,7 @@ class _Group:
         )
 
 
-_EVENT_FIELDS = {  # each event type's fields besides "type" (docs/scenarios.md, "Events")
+_EVENT_FIELDS = {  # each event type's fields besides "type" and "note" (docs/scenarios.md)
     "worker_join": ("worker", "owned", "protocols"), "worker_leave": ("worker",),
     "worker_scaled_down": ("worker",), "advance_time": ("ms", "to"), "leader_change": (),
     "connector_add": ("connector", "tasks"), "connector_tasks": ("connector", "tasks"),
@@ -166,7 +166,7 @@ def _apply_event(group: _Group, event: object, where: str) -> None:
     kind = _expect_type(body.get("type"), str, f"{where}.type")
     if kind not in _EVENT_FIELDS:
         raise ScenarioError(f"{where}.type: unknown event type {kind!r}")
-    _known(body, frozenset({"type", *_EVENT_FIELDS[kind]}), where)
+    _known(body, frozenset({"type", "note", *_EVENT_FIELDS[kind]}), where)
     default_protocols = frozenset(model.Protocol)
     if kind == "worker_join":
         worker = _expect_type(body.get("worker"), str, f"{where}.worker")
