@@ -9,9 +9,10 @@ Definitions, in the words of ``docs/events.md`` ("Interval"): a member *runs* a
 resource from its ``start`` to its next ``start`` or ``stop`` of it, unless the member
 joins again first; then to its ``leave`` (when no ``stop`` was seen) or its next ``join``
 (a restarted member runs nothing it did not start again). A member that left but stops
-the resource later (a zombie) runs it until that ``stop``. Rows with the same timestamp
-are applied stops and leaves first, so a move seen within one poll (stop here, start
-there) is not an overlap.
+the resource later (a zombie) runs it until that ``stop``. Resources and members are named
+within their ``group``. Rows with the same timestamp are applied in
+``events.SAME_INSTANT_ORDER`` (stops first), so a move seen within one poll (stop here,
+start there) is not an overlap.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from kooper.core import events, ownership
 
 Kind = events.Kind
-_ORDER = {Kind.ROUND: 0, Kind.LEAVE: 1, Kind.STOP: 2, Kind.JOIN: 3, Kind.START: 4}
+_ORDER = events.SAME_INSTANT_ORDER
 
 
 def ordered(rows: Iterable[events.Event]) -> list[events.Event]:
-    """Rows by time; within a timestamp: rounds, leaves, stops, joins, starts."""
-    return sorted(rows, key=lambda e: (e.ts_ms, _ORDER.get(e.event, len(_ORDER))))
+    """Rows by time; within a timestamp, in ``events.SAME_INSTANT_ORDER``."""
+    return sorted(rows, key=lambda e: (e.ts_ms, _ORDER[e.event]))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ def running_at_end(rows: Iterable[events.Event]) -> dict[str, set[str]]:
     running: dict[str, set[str]] = {}
     for held in holdings(rows):
         if held.end_ms == _OPEN:
-            running.setdefault(str(held.resource), set()).add(held.holder)
+            running.setdefault(_name(held), set()).add(held.holder)
     return running
 
 
@@ -55,7 +57,7 @@ def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
     found: dict[int, set[str]] = {}
     for i, j in ownership.overlaps(held):
         found.setdefault(j, set()).add(held[i].holder)
-    return [Overlap(held[j].start_ms, str(held[j].resource),
+    return [Overlap(held[j].start_ms, _name(held[j]),
                     tuple(sorted({*others, held[j].holder})))
             for j, others in sorted(found.items())]
 
@@ -63,32 +65,40 @@ def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
 _OPEN = 2**62
 
 
+def _name(held: ownership.Interval) -> str:
+    """The resource of a ``holdings`` interval, without its group."""
+    _, resource = cast(tuple[str, str], held.resource)
+    return resource
+
+
 def holdings(rows: Iterable[events.Event]) -> list[ownership.Interval]:
-    """Who runs what when, in the order they started (see the module docstring); an
-    interval nothing ended yet ends at ``_OPEN``."""
+    """Who runs what when, in the order they started (see the module docstring): each
+    interval's resource is ``(group, resource)``; one nothing ended yet ends at ``_OPEN``."""
     out: list[ownership.Interval] = []
-    running: dict[tuple[str, str], int] = {}
-    left: dict[tuple[str, str], int] = {}
+    # (group, resource, member) -> the index of its open interval in ``out``
+    running: dict[tuple[str, str, str], int] = {}
+    left: dict[tuple[str, str, str], int] = {}
     """Open intervals whose member left since they started -> that first ``leave``."""
 
-    def end(place: tuple[str, str], ts_ms: int) -> None:
+    def end(place: tuple[str, str, str], ts_ms: int) -> None:
         index = running.pop(place, None)
         if index is not None:
             out[index] = out[index]._replace(end_ms=left.pop(place, ts_ms))
 
     for row in ordered(rows):
-        place = (row.resource, row.member)
+        place = (row.group, row.resource, row.member)
         if row.event in (Kind.START, Kind.STOP):
             left.pop(place, None)  # even after a leave: a zombie ran it until now
             end(place, row.ts_ms)
         if row.event is Kind.START:
             running[place] = len(out)
-            out.append(ownership.Interval(row.resource, row.member, row.ts_ms, _OPEN))
+            out.append(ownership.Interval((row.group, row.resource), row.member, row.ts_ms,
+                                          _OPEN))
         elif row.event is Kind.LEAVE:
-            for mine in [p for p in running if p[1] == row.member]:
+            for mine in [p for p in running if p[0] == row.group and p[2] == row.member]:
                 left.setdefault(mine, row.ts_ms)
         elif row.event is Kind.JOIN:
-            for mine in [p for p in running if p[1] == row.member]:
+            for mine in [p for p in running if p[0] == row.group and p[2] == row.member]:
                 end(mine, row.ts_ms)
     for place in [p for p in running if p in left]:
         end(place, left[place])

@@ -7,9 +7,10 @@ Lease report (``kooper.dev/report``) says it owns, which is exactly what the ope
 plans against. ``Recorder`` is the thin loop around it that runs ``kubectl`` and appends
 JSON lines to a file.
 
-Row order within one poll: ``round``, ``leave``, ``stop``, ``join``, ``start`` (the
-order ``invariants.ordered`` applies too). Leases are read before pods in each poll, so
-a stop a terminating pod reported is never seen before its pod's deletion.
+Row order within one poll: ``round``, ``leave``, ``stop``, ``join``, ``start``
+(``invariants.ordered`` applies ``events.SAME_INSTANT_ORDER``, stops before leaves and
+rounds, which ends every interval at the same instant). Leases are read before pods in
+each poll, so a stop a terminating pod reported is never seen before its pod's deletion.
 """
 
 from __future__ import annotations

@@ -225,3 +225,16 @@ def test_a_member_that_left_but_stops_later_ran_it_until_that_stop():
             ev(40, K.STOP, "w-0", "A-0")]
     assert invariants.overlaps(rows) == [invariants.Overlap(30, "A-0", ("w-0", "w-1"))]
     assert invariants.running_at_end(rows) == {"A-0": {"w-1"}, "A-1": {"w-1"}}
+
+
+def test_a_resource_and_a_member_are_named_within_their_group():
+    # Two WorkerGroups in two namespaces, each with a pod w-0 and a connector A
+    # (docs/events.md: every metric is per run and group). w-0 of "other" leaving ends
+    # nothing in "demo", and A-0 in "other" is another resource than A-0 in "demo".
+    def there(ts, kind, member="", resource=""):
+        return events.Event(ts_ms=ts, run="t", group="other", member=member,
+                            resource=resource, event=kind)
+
+    rows = [*steady(), there(12, K.START, "w-9", "A-0"), there(20, K.LEAVE, "w-0"),
+            ev(30, K.START, "w-1", "A-0")]
+    assert invariants.overlaps(rows) == [invariants.Overlap(30, "A-0", ("w-0", "w-1"))]
