@@ -3,6 +3,8 @@ stands by (ready), and takes over within the Lease duration when the leader dies
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from tests.shell.conftest import (
     NS,
@@ -15,7 +17,8 @@ from tests.shell.conftest import (
     wait_for,
 )
 
-from kooper.shell import leader, probes
+from kooper.sdk.connection import Connection
+from kooper.shell import kube, leader, probes
 
 LEASE = "coordination.k8s.io/v1/leases"
 
@@ -68,3 +71,72 @@ def test_the_standby_takes_over_from_persisted_state_and_nothing_runs_twice(
         b.stop()
         a.stop()
     assert not fleet.violations
+
+
+class Replica:
+    """One replica's ``Elector`` on the emulated API, its clock in the test's hands; it
+    records the epoch of every term it starts."""
+
+    def __init__(self, emulated, name: str, *, floor: int = 0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = kube.Client(Connection(server=emulated.url, insecure=True))
+        self.now = 0.0
+        self.terms: list[int] = []
+        self.elector = leader.Elector(
+            client=self.client, namespace=NS, identity=name, on_start=self._start,
+            on_stop=self._stop, lease_s=15, renew_s=5, clock=lambda: self.now,
+            epoch_floor=lambda: floor)
+
+    async def _start(self) -> None:
+        self.terms.append(self.elector.epoch)
+
+    async def _stop(self) -> None:
+        pass
+
+    def once(self, *, after_s: float = 0.0) -> None:
+        self.now += after_s
+        self.loop.run_until_complete(self.elector.once())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        self.loop.close()
+
+
+def test_a_leader_that_lapsed_and_takes_the_lease_back_starts_a_newer_term(emulated):
+    """Its renewals failed for lease - renew, so it stopped leading, its runners cut off
+    mid-round with their writes possibly still in flight; the Lease still names it when a
+    renewal goes through again. That is a new term: its epoch outranks the lapsed term's,
+    so its fence re-issues every document and the lapsed term's late writes fail (with
+    the same epoch the fence would find nothing to re-issue)."""
+    a = Replica(emulated, "op-a")
+    try:
+        a.once()
+        assert a.elector.leading
+        emulated.fail_next_writes(LEASE, 3, code=500)  # the API answers no renewal
+        for _ in range(2):
+            a.once(after_s=5)
+        assert not a.elector.leading  # lapsed: lease - renew without a renewal
+        a.once(after_s=5)
+        assert holder(emulated) == "op-a"  # nobody took it over meanwhile
+        a.once(after_s=5)
+        assert a.elector.leading
+        assert a.terms[1] > a.terms[0]
+    finally:
+        a.close()
+
+
+def test_a_lease_edited_to_name_a_standby_still_outranks_every_earlier_term(emulated):
+    """Someone edits the Lease by hand: it names the standby, leaseTransitions reset to 0.
+    The standby's term must outrank the terms the groups already saw (else its fence finds
+    a newer epoch on every document, stands down, and, the Lease naming it, starts the same
+    term again: nobody leads)."""
+    b = Replica(emulated, "op-b", floor=7)
+    try:
+        emulated.create(LEASE, {"metadata": {"name": leader.LEASE_NAME},
+                                "spec": {"holderIdentity": "op-b", "leaseDurationSeconds": 15,
+                                         "leaseTransitions": 0}}, namespace=NS)
+        b.once()
+        assert b.elector.leading
+        assert b.terms == [8]
+    finally:
+        b.close()

@@ -177,7 +177,9 @@ class Elector:
             return
         assert lease is not None
         old = lease.get("spec") or {}
-        if action is Action.TAKE_OVER:
+        if action is Action.TAKE_OVER or not self.leading:
+            # A new term, also when the Lease names us already (our renewals lapsed, or
+            # someone edited it): it must outrank every earlier one, ours included.
             transitions = max(int(old.get("leaseTransitions") or 0) + 1, self.epoch_floor())
             spec.update(acquireTime=stamp, leaseTransitions=transitions)
             self.transitions += 1
@@ -186,7 +188,7 @@ class Elector:
             transitions = int(old.get("leaseTransitions") or 0)
             spec.update(acquireTime=old.get("acquireTime") or stamp,
                         leaseTransitions=transitions)
-            epoch = self.epoch if self.leading else transitions + 1
+            epoch = self.epoch
         body = {**lease, "spec": spec}  # resourceVersion kept: a lost race answers 409
         await self.client.request("PUT", self._path(self.name), body=body, kind="lease")
         self.epoch = epoch
