@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.shell.conftest import (
     NS,
     Operator,
@@ -220,3 +222,27 @@ def test_a_member_whose_lease_a_silent_watch_stopped_updating_does_not_depart(
     assert fleet.owned() == before
     emulated.drop_watches("leases")  # the watch reconnects: the copies are current again
     wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="still settled")
+
+
+def test_a_forward_jump_of_the_operator_s_clock_departs_no_member(
+        emulated, fleet, operator):
+    # The operator host's wall clock steps an hour ahead (NTP correcting it, a VM
+    # resumed): both workers keep renewing and running their work. Expiry is timed by
+    # when the operator observed a renewal, on a clock a step of the wall clock does not
+    # move; else every Lease looks an hour old, is read again unchanged, and its member
+    # departs, its work free for others while it still runs it.
+    make_group(emulated, delay="0s", skew=0)
+    make_connector(emulated, "A", 4)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    before = fleet.owned()
+    runner = operator.shell.runners[(NS, "wg")]
+    steps = runner.steps_run
+    runner.ctx.clock = lambda: time.time() + 3600
+    runner.poke()
+    wait_for(lambda: runner.steps_run >= steps + 3 or events(emulated, "MemberDeparted"),
+             what="rounds on the jumped clock")
+    assert events(emulated, "MemberDeparted") == []
+    assert group_status(emulated)["members"]["count"] == 2
+    assert fleet.owned() == before

@@ -80,7 +80,7 @@ class Context:
     """...and keep waiting, up to this long, while members have not applied their
     latest document yet (their reports will change ``running``)."""
     clock: Callable[[], float] = time.time
-    """Wall-clock seconds: a step's ``now_ms`` (tests replay recorded rounds with theirs)."""
+    """Wall-clock seconds, read when a runner starts (``SteadyClock``): a step's ``now_ms``."""
     leader_epoch: int = 0
     """This leader's term (``shell.leader``; 0: no election): runners made now write it."""
     on_lost: Callable[[str], None] = lambda why: None
@@ -102,6 +102,20 @@ class RoundResult:
     """Seconds spent per phase (read, plan, write, status), for the benchmark."""
 
 
+class SteadyClock:
+    """Wall-clock seconds that advance with the monotonic clock: the wall clock is read
+    once, so a step of it (NTP correcting it, a VM resumed) moves no Lease expiry, which
+    is timed by when this operator observed a renewal (``control.liveness``). A forward
+    step would otherwise make every Lease look expired at once and its member depart
+    while it runs its work. What is persisted (deadlines) is wall time as of the start."""
+
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._offset = wall() - time.monotonic()
+
+    def __call__(self) -> float:
+        return self._offset + time.monotonic()
+
+
 class GroupRunner:
     """The rebalancing loop of one WorkerGroup: gather, ``step``, execute."""
 
@@ -115,6 +129,7 @@ class GroupRunner:
         self.memory: control.Memory | None = None
         """The last step's memory; None: restore from the API next round."""
         self.caches = control.Caches()
+        self.clock = SteadyClock(context.clock)
         self.writer = writes.Writer(context.client, namespace, name,
                                     epoch=context.leader_epoch)
         self.statuses = connectors.ConnectorStatuses(
@@ -190,7 +205,7 @@ class GroupRunner:
         while True:
             timeout = None
             if self.wake_at_ms is not None:
-                timeout = max(0.0, self.wake_at_ms / 1000 - self.ctx.clock())
+                timeout = max(0.0, self.wake_at_ms / 1000 - self.clock())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.flag.wait(), timeout)
             await asyncio.sleep(self.ctx.debounce_s)
@@ -245,7 +260,7 @@ class GroupRunner:
         kept = [c for c in previous if isinstance(c, dict) and c.get("type") not in types]
         written = status.conditions(
             wanted, previous=previous, generation=group.generation,
-            now=views.format_time(round(self.ctx.clock() * 1000)))
+            now=views.format_time(round(self.clock() * 1000)))
         if status.same_status({"conditions": previous},
                               {"conditions": [*kept, *written]}):
             return
@@ -326,7 +341,7 @@ class GroupRunner:
         shown = [reread[lease.name][1] if lease.name in reread else lease for lease in leases]
         stale = liveness.expired(
             [lease for lease in shown if lease is not None], self.memory.volatile.observed,
-            now_ms=round(self.ctx.clock() * 1000), default_duration_s=group.lease_duration_s,
+            now_ms=round(self.clock() * 1000), default_duration_s=group.lease_duration_s,
             skew_s=group.clock_skew_s)
         for name in sorted(stale):
             self.rereads += 1
@@ -356,7 +371,7 @@ class GroupRunner:
             self.steps_run += 1
             return None  # our fencing writes come back through the watch: then restore
         t_read = time.perf_counter()
-        now_ms = round(self.ctx.clock() * 1000)
+        now_ms = round(self.clock() * 1000)
         inputs, memory = await self.gather(group)
         started = time.perf_counter()
         decided = control.step(inputs, memory, now_ms=now_ms, caches=self.caches)
