@@ -200,18 +200,24 @@ def test_a_round_whose_status_write_keeps_conflicting_never_reuses_its_generatio
              what="settled once the status can be written")
 
 
+def _two_members_without_a_delay(emulated, fleet):
+    """A group with no delay, two members settled on connector A's 5 resources: what
+    each runs."""
+    make_group(emulated, delay="0s", skew=0)
+    make_connector(emulated, "A", 4)
+    for n in range(2):
+        fleet.add(f"w-{n}")
+    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
+    return fleet.owned()
+
+
 def test_a_member_whose_lease_a_silent_watch_stopped_updating_does_not_depart(
         emulated, fleet, operator):
     # The operator's Lease watch goes quiet without ending (a half-open connection): its
     # copies stop changing while both workers keep renewing and running their work. A
     # member must not depart on such a copy (with no delay its work would start on the
     # other member at once, while it still runs here): an expired copy is read again.
-    make_group(emulated, delay="0s", skew=0)
-    make_connector(emulated, "A", 4)
-    for n in range(2):
-        fleet.add(f"w-{n}")
-    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
-    before = fleet.owned()
+    before = _two_members_without_a_delay(emulated, fleet)
     runner = operator.shell.runners[(NS, "wg")]
     assert emulated.silence_watches("leases") >= 1
     read = runner.rereads
@@ -231,12 +237,7 @@ def test_a_forward_jump_of_the_operator_s_clock_departs_no_member(
     # when the operator observed a renewal, on a clock a step of the wall clock does not
     # move; else every Lease looks an hour old, is read again unchanged, and its member
     # departs, its work free for others while it still runs it.
-    make_group(emulated, delay="0s", skew=0)
-    make_connector(emulated, "A", 4)
-    for n in range(2):
-        fleet.add(f"w-{n}")
-    wait_for(lambda: settled(fleet, emulated, resources=5, members=2), what="settle")
-    before = fleet.owned()
+    before = _two_members_without_a_delay(emulated, fleet)
     runner = operator.shell.runners[(NS, "wg")]
     steps = runner.steps_run
     runner.ctx.clock = lambda: time.time() + 3600
