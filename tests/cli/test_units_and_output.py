@@ -142,3 +142,28 @@ def test_the_status_document_has_every_member_and_exact_numbers():
     ]
     table = status.render(group, configmaps, [])
     assert "delay 12.5 s left" in table
+
+
+
+def _lease(member: str, generation: int) -> dict[str, object]:
+    text = codec.encode_report(messages.Report(
+        member=member, incarnation="i", protocols=frozenset({model.Protocol.COMPATIBLE}),
+        generation=generation))
+    return {"metadata": {"labels": {"kooper.dev/member": member},
+                         "annotations": {messages.REPORT_ANNOTATION: text}}}
+
+
+def test_status_counts_a_revocation_as_revoking_only_until_the_member_reports_it():
+    # A round does not rewrite a document whose member acknowledged its revocations
+    # (docs/protocol.md): its `revoked` then names work already stopped. On kind, after
+    # the examples balanced, `kooper status` printed REVOKING 4 for such a member of a
+    # Ready, Converged group.
+    group = {"metadata": {"namespace": "ns", "name": "wg"}, "status": {}}
+    configmaps = [_configmap("w-0", model.ConnectorsAndTasks.of(["A"], ["A-0"]),
+                             model.ConnectorsAndTasks.of([], ["A-1", "A-2"]))]
+    pending = status.document(group, configmaps, [_lease("w-0", 3)])
+    assert pending["assignments"][0]["revoking"] == ["A-1", "A-2"]
+    assert status.render(group, configmaps, [_lease("w-0", 3)]).splitlines()[-1].split()[5] == "2"
+    done = status.document(group, configmaps, [_lease("w-0", 4)])
+    assert done["assignments"][0]["revoking"] == []
+    assert status.render(group, configmaps, [_lease("w-0", 4)]).splitlines()[-1].split()[5] == "0"

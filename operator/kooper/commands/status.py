@@ -68,7 +68,8 @@ def render(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
         "  ".join(f"{c.get('type')}={c.get('status')} ({c.get('reason')})"
                   for c in status.get("conditions") or ()),
     ]
-    applied = {member: str(generation) for member, generation in _applied(leases).items()}
+    reports = _applied(leases)
+    applied = {member: str(generation) for member, generation in reports.items()}
     rows = [("MEMBER", "GEN", "APPLIED", "CONN", "TASKS", "REVOKING", "RESOURCES")]
     for cm in sorted(configmaps, key=lambda c: c.get("metadata", {}).get("name", "")):
         member = (cm.get("metadata", {}).get("labels") or {}).get("kooper.dev/member", "?")
@@ -80,7 +81,8 @@ def render(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
             continue
         rows.append((member, str(doc.generation), applied.get(member, "-"),
                      str(len(doc.assigned.connectors)), str(len(doc.assigned.tasks)),
-                     str(len(doc.revoked)), _summary(doc.assigned, limit)))
+                     str(len(_revoking(doc, reports.get(member)))),
+                     _summary(doc.assigned, limit)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1]))
@@ -109,7 +111,7 @@ def document(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
                 generation=doc.generation,
                 connectors=sorted(doc.assigned.connectors, key=model.resource_sort_key),
                 tasks=sorted(doc.assigned.tasks, key=model.resource_sort_key),
-                revoking=sorted([*doc.revoked.connectors, *doc.revoked.tasks],
+                revoking=sorted(_revoking(doc, applied.get(member)),
                                 key=model.resource_sort_key),
             )
         members.append(entry)
@@ -129,6 +131,16 @@ def document(group: Mapping[str, Any], configmaps: Iterable[Mapping[str, Any]],
                        for c in status.get("conditions") or ()],
         "assignments": members,
     }
+
+
+def _revoking(doc: messages.Assignment, applied: int | str | None) -> list[str]:
+    """What the member is still stopping: its document's ``revoked`` until it reports that
+    generation. An acknowledged revocation stays in a document no round rewrote
+    (docs/protocol.md, "A revocation the member acknowledged rewrites nobody"): it names
+    work the member already stopped, not work in flight."""
+    if isinstance(applied, int) and applied >= doc.generation:
+        return []
+    return [*doc.revoked.connectors, *doc.revoked.tasks]
 
 
 def _applied(leases: Iterable[Mapping[str, Any]]) -> dict[str, int | str]:
