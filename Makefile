@@ -63,8 +63,8 @@ kind-tier: $(STAMP) kube-bins
 kind-drills: $(STAMP) kube-bins
 	$(BIN)/python -m pytest -q -rs e2e --with-e2e -m kind_tier $(PYTEST_ARGS)
 
-## make kind-up / kind-down: the drills' kind cluster by hand (KOOPER_E2E_CLUSTER=kooper-e2e
-## make e2e then reuses it).
+## make kind-up / kind-down: the drills' kind cluster by hand, named by KOOPER_KIND_CLUSTER
+## (default kooper-e2e; KOOPER_E2E_CLUSTER=<that name> make e2e then reuses it).
 kind-up:
 	bash hack/kind/cluster.sh up
 kind-down:
