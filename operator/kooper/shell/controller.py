@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any
 
 from kooper.control import connector_status, status, views
@@ -171,7 +171,11 @@ class Shell:
             return
         if self.elector is not None:
             self.elector.leading = False
-        task = asyncio.get_running_loop().create_task(self._step_down(), name="step-down")
+        self._in_background(self._step_down(), "step-down")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` as a task the shell keeps until it ends."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -226,10 +230,8 @@ class Shell:
             metrics.forget_group(f"{namespace}/{name}")  # no stale series (or alerts) left
             self.poke_namespace(namespace)
             if self.leading:
-                task = asyncio.get_running_loop().create_task(
-                    self._group_deleted(namespace, name, runner), name="group-deleted")
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+                self._in_background(self._group_deleted(namespace, name, runner),
+                                    "group-deleted")
             return None
         if not self.leading:
             return None  # A standby: the leader runs the rounds (``_lead`` starts them).

@@ -335,14 +335,14 @@ class GroupRunner:
         until the watch shows another; one that cannot be read is decided on as shown."""
         assert self.memory is not None
         indexed = {lease.name: lease for lease in leases}
-        reread = self._reread = {
-            name: (seen, fresh) for name, (seen, fresh) in self._reread.items()
-            if name in indexed and liveness.fingerprint(indexed[name]) == seen}
-        shown = [reread[lease.name][1] if lease.name in reread else lease for lease in leases]
+        self._reread = {name: kept for name, kept in self._reread.items()
+                        if name in indexed and liveness.fingerprint(indexed[name]) == kept[0]}
+        shown = {lease.name: self._reread[lease.name][1] if lease.name in self._reread
+                 else lease for lease in leases}
         stale = liveness.expired(
-            [lease for lease in shown if lease is not None], self.memory.volatile.observed,
-            now_ms=round(self.clock() * 1000), default_duration_s=group.lease_duration_s,
-            skew_s=group.clock_skew_s)
+            [lease for lease in shown.values() if lease is not None],
+            self.memory.volatile.observed, now_ms=round(self.clock() * 1000),
+            default_duration_s=group.lease_duration_s, skew_s=group.clock_skew_s)
         for name in sorted(stale):
             self.rereads += 1
             try:
@@ -353,11 +353,11 @@ class GroupRunner:
             except apierrors.ApiError as exc:
                 logger.warning("%s: cannot read Lease %s again: %s", self.key, name, exc)
                 continue
-            if fresh is None or liveness.fingerprint(fresh) != liveness.fingerprint(
-                    indexed[name]):
-                reread[name] = (liveness.fingerprint(indexed[name]), fresh)
-        return [lease for lease in (reread[lease.name][1] if lease.name in reread else lease
-                                    for lease in leases) if lease is not None]
+            seen = liveness.fingerprint(indexed[name])
+            if fresh is None or liveness.fingerprint(fresh) != seen:
+                self._reread[name] = (seen, fresh)
+                shown[name] = fresh
+        return [lease for lease in shown.values() if lease is not None]
 
     async def round(self, *, burst_started: float | None = None) -> RoundResult | None:
         """Plan once and write the result; returns None when nothing needed doing."""
