@@ -77,9 +77,8 @@ def is_spread(r: Round, draft: Draft) -> bool:
     members = len(r.order)
     if members <= 1:
         return True
-    if r.cache.persistent and any(r.cache.groups.sets.values()):
-        # The per-connector index, once a round that handed work out built it (or
-        # ``shell.warmup`` did); until then the one pass below.
+    if r.cache.spread_indexed():
+        # The per-connector index; until it is built, the one pass below.
         index = r.cache.groups
         index.sync(draft.base)
         changed = {m: draft.edited[m] for m in draft.edited}

@@ -65,6 +65,12 @@ class Cache:
             self.held = Union(configured)
             self.assigned = Union(configured)
 
+    def spread_indexed(self) -> bool:
+        """Whether the spread check reads the per-connector index (``groups``): a
+        persistent cache whose index a round that handed work out built (or
+        ``shell.warmup`` did). Until then it reads the task sets (``PlanState.shapes``)."""
+        return self.persistent and any(self.groups.sets.values())
+
 
 class Kind:
     """A multiset union of one kind of resource (connectors, or tasks) over members.

@@ -81,8 +81,10 @@ def finish(
 
 def _shapes(r: Round, nxt: Holdings) -> dict[ids.WorkerId, model.Shape]:
     """``PlanState.shapes`` under ``spread``: what this round or an earlier one read of
-    the members' task sets, and a read of each set this round made (the ids it moved)."""
-    if not r.rules.spread:
+    the members' task sets, and a read of each set this round made (the ids it moved).
+    None once the spread check reads the cache's index instead (``Cache.spread_indexed``):
+    a later round without that index reads the sets again, and plans the same."""
+    if not r.rules.spread or r.cache.spread_indexed():
         return {}
     known, current = r.doubled_of, r.current
     shapes: dict[ids.WorkerId, model.Shape] = {}
