@@ -66,9 +66,8 @@ class Cache:
             self.assigned = Union(configured)
 
     def spread_indexed(self) -> bool:
-        """Whether the spread check reads the per-connector index (``groups``): a
-        persistent cache whose index a round that handed work out built (or
-        ``shell.warmup`` did). Until then it reads the task sets (``PlanState.shapes``)."""
+        """Whether the spread check reads ``groups`` (built once a round handed work out, or
+        by ``shell.warmup``), not the task sets (``PlanState.shapes``)."""
         return self.persistent and any(self.groups.sets.values())
 
 
@@ -93,11 +92,9 @@ class Kind:
         """Elements removed from the sets since they were last compacted."""
 
     def compact(self) -> None:
-        """Re-allocate the sets after many removals.
-
-        A Python set never shrinks its table, and iterating or copying it costs the
-        table's size: the free set of the first round (every configured resource)
-        would make every later ``free - deferred`` cost 100,000 steps.
+        """Re-allocate the sets after many removals: a Python set never shrinks its table,
+        and iterating or copying it costs the table's size (the first round's free set,
+        every configured resource, would make every later ``free - deferred`` 100,000 steps).
         """
         if self.removed > 1_024:
             self.free = set(self.free)
@@ -316,7 +313,6 @@ class Groups:
                 if group in result:
                     mine(group)[member] += 1
         return result
-
 
     def all_spread(
         self,
