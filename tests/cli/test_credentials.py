@@ -408,3 +408,39 @@ def test_tls_material_that_does_not_load_is_one_error_naming_the_file(
         credentials.from_kubeconfig([str(kubeconfig)])
     assert str(kubeconfig) in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def _in_a_pod(tmp_path: Path, monkeypatch) -> None:
+    """A pod's service account under ``tmp_path/sa`` and its service variables."""
+    root = tmp_path / "sa"
+    root.mkdir()
+    (root / "token").write_text("sa-token")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    real = connections.in_cluster
+    monkeypatch.setattr(connections, "in_cluster",
+                        lambda env, root=root: real(env, root=root))
+
+
+def test_kubeconfig_in_the_environment_wins_over_the_pods_service_account(
+        kubeconfig: Path, tmp_path: Path, monkeypatch):
+    """As client-go's default loading rules (kubectl) and controller-runtime's GetConfig:
+    a pod that sets ``$KUBECONFIG`` (a mounted kubeconfig of another cluster) talks to
+    that cluster, not to its own through the service account."""
+    _in_a_pod(tmp_path, monkeypatch)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    load = credentials.loader()
+    assert load is not None
+    assert (load().server, load().token) == ("https://dev:6443", "dev-token")
+
+
+def test_the_service_account_wins_over_a_kubeconfig_in_home_as_in_controller_runtime(
+        kubeconfig: Path, tmp_path: Path, monkeypatch):
+    _in_a_pod(tmp_path, monkeypatch)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text(kubeconfig.read_text())
+    monkeypatch.setenv("HOME", str(tmp_path))
+    load = credentials.loader()
+    assert load is not None
+    assert load().server == "https://10.96.0.1:443"

@@ -1,9 +1,10 @@
 """``kooper run``: the operator (kopf) against a Kubernetes cluster.
 
 Credentials: ``--kubeconfig``/``--context``; else ``KOOPER_KUBE_API`` (an
-unauthenticated URL, e.g. the embedded cluster), the in-cluster service account,
-or kubeconfig's current context. They are checked before kopf starts: without
-any, the command fails at once with one line instead of retrying forever.
+unauthenticated URL, e.g. the embedded cluster), ``$KUBECONFIG``'s current context,
+the in-cluster service account, or ``~/.kube/config``'s (controller-runtime's order).
+They are checked before kopf starts: without any, the command fails at once with one
+line instead of retrying forever.
 Default ports are the chart's (charts/kooper/values.yaml): metrics 9090,
 probes 8080 (``/healthz`` liveness, ``/readyz`` readiness).
 """

@@ -2,8 +2,8 @@
 
 Reads the WorkerGroup, its ConfigMaps (what each member may run) and the member
 Leases (what each member reports it applied), through ``--kubeconfig``/``--context``,
-else ``KOOPER_KUBE_API`` (the embedded cluster), the in-cluster service account, or
-kubeconfig's current context.
+else ``KOOPER_KUBE_API`` (the embedded cluster), ``$KUBECONFIG``'s current context, the
+in-cluster service account, or ``~/.kube/config``'s.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """``--kubeconfig`` and ``--context``, shared with ``kooper run``."""
     parser.add_argument("--kubeconfig", metavar="PATH",
-                        help="the kubeconfig file to read (default: $KUBECONFIG, else "
-                             "~/.kube/config; in a pod: its service account)")
+                        help="the kubeconfig file to read (default: $KUBECONFIG; else in a pod "
+                             "its service account; else ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME",
                         help="kubeconfig context to use (default: the current context)")
 

@@ -1,4 +1,5 @@
-"""Credentials: ``--kubeconfig``/``--context``, else the pod's service account, else kubeconfig.
+"""Credentials: ``--kubeconfig``/``--context``, ``$KUBECONFIG``, the pod's service account,
+``~/.kube/config`` (controller-runtime's order).
 
 Kubeconfigs are read by the ``kubernetes`` client's own loader (``kubernetes.config``),
 so what works with kubectl works here: exec plugins (EKS, GKE, AKS), ``tokenFile``,
@@ -236,14 +237,19 @@ def in_cluster(env: Mapping[str, str] | None = None) -> Connection | None:
 def loader(*, kube_api: str | None = None, kubeconfig: str | None = None,
            context: str | None = None) -> Callable[[], Connection] | None:
     """How this operator logs in (each call a fresh login), or None without credentials:
-    ``KOOPER_KUBE_API``, else the flags' kubeconfig, else the pod's service account, else
-    ``$KUBECONFIG`` or ``~/.kube/config``."""
+    ``KOOPER_KUBE_API``, else the flags' kubeconfig, else ``$KUBECONFIG``, else the pod's
+    service account, else ``~/.kube/config``: controller-runtime's order (kubectl's too,
+    but for ``~/.kube/config``, which it reads before the service account). A
+    ``$KUBECONFIG`` whose files are all missing counts as unset, as in client-go."""
     if kube_api and not (kubeconfig or context):
         api = kube_api
         return lambda: Connection(server=api, insecure=True)
     if kubeconfig or context:
         paths = kubeconfig_paths(kubeconfig)
         return lambda: from_kubeconfig(paths, context)
+    if os.environ.get("KUBECONFIG") and any(os.path.exists(p) for p in kubeconfig_paths()):
+        named = kubeconfig_paths()
+        return lambda: from_kubeconfig(named)
     if in_cluster() is not None:
         def service_account() -> Connection:
             found = in_cluster()
