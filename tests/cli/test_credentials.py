@@ -444,3 +444,58 @@ def test_the_service_account_wins_over_a_kubeconfig_in_home_as_in_controller_run
     load = credentials.loader()
     assert load is not None
     assert load().server == "https://10.96.0.1:443"
+
+
+def _split_kubeconfig(tmp_path: Path, user: str) -> list[str]:
+    """The context and cluster in ``a/config`` (its CA beside it), the user in
+    ``b/config``: as ``$KUBECONFIG=a/config:b/config`` names them."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "ca.pem").write_text(CERT)
+    (a / "config").write_text(
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://c:6443', "
+        "certificate-authority: ca.pem}}]\n", encoding="utf-8")
+    (b / "config").write_text(f"users:\n- name: u\n  user:\n{user}", encoding="utf-8")
+    return [str(a / "config"), str(b / "config")]
+
+
+def test_a_users_certificate_paths_are_relative_to_the_file_that_names_the_user(
+        tmp_path: Path):
+    """client-go resolves a user's client-certificate, client-key, tokenFile and exec
+    command against the file the user came from (``ResolveLocalPaths``), a cluster's
+    certificate-authority against the cluster's; the python loader took the cluster's
+    file for the user's certificates too."""
+    paths = _split_kubeconfig(tmp_path, "    client-certificate: pki/c.pem\n"
+                                        "    client-key: pki/k.pem\n")
+    (tmp_path / "b" / "pki").mkdir()
+    (tmp_path / "b" / "pki" / "c.pem").write_text(CERT)
+    (tmp_path / "b" / "pki" / "k.pem").write_text(KEY)
+    conn = credentials.from_kubeconfig(paths)
+    assert [Path(p or "") for p in (conn.ca_path, conn.certificate_path,
+                                    conn.private_key_path)] == [
+        tmp_path / "a" / "ca.pem", tmp_path / "b" / "pki" / "c.pem",
+        tmp_path / "b" / "pki" / "k.pem"]
+
+
+def test_an_exec_command_with_a_slash_is_relative_to_the_users_file_and_runs_here(
+        tmp_path: Path, monkeypatch):
+    """client-go: ``./bin/plugin`` is found beside the file that names the user (a bare
+    name on $PATH), and the plugin runs in the caller's working directory."""
+    paths = _split_kubeconfig(tmp_path, "    exec:\n"
+                                        "      apiVersion: client.authentication.k8s.io/v1\n"
+                                        "      command: ./bin/plugin\n"
+                                        "      interactiveMode: Never\n")
+    (tmp_path / "b" / "bin").mkdir()
+    plugin = tmp_path / "b" / "bin" / "plugin"
+    answer = json.dumps({"apiVersion": "client.authentication.k8s.io/v1",
+                         "kind": "ExecCredential", "status": {"token": "from-b"}})
+    plugin.write_text(f"#!{sys.executable}\nimport os, pathlib\n"
+                      f"pathlib.Path({str(tmp_path / 'cwd')!r}).write_text(os.getcwd())\n"
+                      f"print({answer!r})\n")
+    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert credentials.from_kubeconfig(paths).token == "from-b"
+    assert (tmp_path / "cwd").read_text() == str(tmp_path / "work")

@@ -3,11 +3,11 @@
 
 Kubeconfigs are read by the ``kubernetes`` client's own loader (``kubernetes.config``),
 so what works with kubectl works here: exec plugins (EKS, GKE, AKS), ``tokenFile``,
-auth-provider tokens, certificate paths relative to the file, inline ``*-data``,
-several files in ``$KUBECONFIG``, a context by name, its namespace, a cluster's
-``proxy-url`` (for kopf's watches too). ``tls-server-name`` is an error: kopf's client
-cannot set it. The service
-account is ``sdk.connection.in_cluster``: the same discovery as the worker's.
+auth-provider tokens, paths relative to the file that names them (``_resolve_local_paths``),
+inline ``*-data``, several files in ``$KUBECONFIG``, a context by name, its namespace, a
+cluster's ``proxy-url`` (for kopf's watches too). ``tls-server-name`` is an error: kopf's
+client cannot set it. The service account is ``sdk.connection.in_cluster``: the same
+discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
 ``login(config)`` wraps the choice in a ``login.Login``: the one refreshing source
@@ -90,8 +90,11 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         if context not in known:
             raise KubeconfigError(f"kubeconfig {files}: no context {context!r} "
                                   f"(contexts: {', '.join(known) or 'none'})")
+        _resolve_local_paths(merged.config.value)
+        # Every path is absolute now: no base path, so an exec plugin runs in our working
+        # directory (the loader's default would run it in the cluster's file's folder).
         loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-            config_dict=merged.config, active_context=context, config_base_path=None)
+            config_dict=merged.config, active_context=context, config_base_path="")
         with _logged_by_the_loader() as logged:
             loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
         chosen = loader.current_context
@@ -167,20 +170,43 @@ def _entry_of(config: Mapping[str, Any], context: Any, kind: str) -> Mapping[str
 
 
 def _token_file(config: Mapping[str, Any], context: Any) -> str | None:
-    """The chosen user's ``tokenFile``, relative to the file that names the user, when the
-    loader took its token from it (no auth-provider and no ``token``: those come first)."""
-    name = ((context.get("context") or {}).get("user") if isinstance(context, dict) else None)
-    for node in config.get("users") or []:
-        entry = getattr(node, "value", node)
-        if not isinstance(entry, dict) or entry.get("name") != name:
-            continue
-        user = entry.get("user")
-        if not isinstance(user, dict) or user.get("auth-provider") or user.get("token") \
-                or not user.get("tokenFile"):
-            return None
-        base = os.path.dirname(os.path.abspath(str(getattr(node, "path", None) or ".")))
-        return os.path.normpath(os.path.join(base, str(user["tokenFile"])))
-    return None
+    """The chosen user's ``tokenFile`` (``_resolve_local_paths`` made it absolute), when
+    the loader took its token from it (no auth-provider and no ``token``: those come
+    first)."""
+    user = _entry_of(config, context, "user")
+    if user.get("auth-provider") or user.get("token") or not user.get("tokenFile"):
+        return None
+    return str(user["tokenFile"])
+
+
+_LOCAL_PATHS = {"cluster": ("certificate-authority",),
+                "user": ("client-certificate", "client-key", "tokenFile")}
+
+
+def _resolve_local_paths(config: Mapping[str, Any]) -> None:
+    """client-go's ``ResolveLocalPaths``: a relative path in an entry is relative to the
+    folder of the file that entry came from: a cluster's ``certificate-authority``; a
+    user's ``client-certificate``, ``client-key``, ``tokenFile``, and exec ``command``
+    when it holds a slash (a bare name is looked up on ``$PATH``). The ``kubernetes``
+    loader would take the cluster's file for the user's certificates and plugin too."""
+    for kind, keys in _LOCAL_PATHS.items():
+        for node in config.get(kind + "s") or []:
+            entry, origin = getattr(node, "value", None), getattr(node, "path", None)
+            if not origin or not isinstance(entry, dict) or not isinstance(
+                    inner := entry.get(kind), dict):
+                continue
+            base = os.path.dirname(os.path.abspath(str(origin)))
+
+            def resolved(path: Any, base: str = base) -> Any:
+                if not isinstance(path, str) or not path or os.path.isabs(path):
+                    return path
+                return os.path.normpath(os.path.join(base, path))
+
+            fixed = {**inner, **{key: resolved(inner[key]) for key in keys if key in inner}}
+            plugin = inner.get("exec")
+            if isinstance(plugin, dict) and os.sep in str(plugin.get("command") or ""):
+                fixed["exec"] = {**plugin, "command": resolved(plugin["command"])}
+            node.value = {**entry, kind: fixed}
 
 
 @contextlib.contextmanager
