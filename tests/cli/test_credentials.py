@@ -499,3 +499,16 @@ def test_an_exec_command_with_a_slash_is_relative_to_the_users_file_and_runs_her
     monkeypatch.chdir(tmp_path / "work")
     assert credentials.from_kubeconfig(paths).token == "from-b"
     assert (tmp_path / "cwd").read_text() == str(tmp_path / "work")
+
+
+def test_a_client_certificate_without_its_key_is_one_error_not_anonymous_requests(
+        kubeconfig: Path):
+    """client-go refuses it ("client-key-data or client-key must be specified ... to use
+    the clientCert authentication method"); the TLS set-up would leave the certificate
+    out and every request would go anonymous."""
+    kubeconfig.write_text(TWO_CONTEXTS.replace(", client-key: pki/k.pem", ""),
+                          encoding="utf-8")
+    with pytest.raises(credentials.KubeconfigError, match="client-key") as raised:
+        credentials.from_kubeconfig([str(kubeconfig)], "prod")
+    assert str(kubeconfig) in str(raised.value)
+    assert "'prod'" in str(raised.value)

@@ -105,6 +105,12 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
                 f"{(chosen.get('context') or {}).get('cluster')!r} has no server")
         _check_user(f"kubeconfig {files}: context {context!r}",
                     _entry_of(merged.config.value, chosen, "user"), configuration, logged)
+        if configuration.cert_file and not configuration.key_file:
+            # client-go refuses it; the TLS set-up would drop the certificate (anonymous).
+            raise KubeconfigError(
+                f"kubeconfig {files}: context {context!r}: user "
+                f"{(chosen.get('context') or {}).get('user')!r} has a client-certificate "
+                "but no client-key or client-key-data")
         if cluster.get("tls-server-name"):
             # kopf's client cannot set the TLS server name: its watches would fail the
             # certificate check with a message that names neither the file nor the key.
