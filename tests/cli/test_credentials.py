@@ -512,3 +512,16 @@ def test_a_client_certificate_without_its_key_is_one_error_not_anonymous_request
         credentials.from_kubeconfig([str(kubeconfig)], "prod")
     assert str(kubeconfig) in str(raised.value)
     assert "'prod'" in str(raised.value)
+
+
+@pytest.mark.parametrize("proxy", ["socks5://corp-proxy:1080", "corp-proxy:8080"])
+def test_a_proxy_url_kooper_cannot_speak_is_one_error_naming_the_file(
+        proxy: str, tmp_path: Path):
+    """client-go takes http, https and socks5 proxies and refuses other schemes; kopf's
+    client and kooper's send an HTTP CONNECT whatever the scheme, which a SOCKS proxy
+    answers with a reset that names neither the proxy nor the file."""
+    path = _proxied_kubeconfig(tmp_path, f"proxy-url: '{proxy}'")
+    with pytest.raises(credentials.KubeconfigError, match="proxy-url") as raised:
+        credentials.from_kubeconfig([str(path)])
+    assert str(path) in str(raised.value)
+    assert proxy in str(raised.value)

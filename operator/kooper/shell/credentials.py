@@ -26,6 +26,7 @@ import os
 import pathlib
 import shutil
 import ssl
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -111,6 +112,12 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
                 f"kubeconfig {files}: context {context!r}: user "
                 f"{(chosen.get('context') or {}).get('user')!r} has a client-certificate "
                 "but no client-key or client-key-data")
+        proxy = str(cluster.get("proxy-url") or "")
+        if proxy and urllib.parse.urlsplit(proxy).scheme not in ("http", "https"):
+            # client-go also takes socks5; kopf's client and kooper's speak HTTP CONNECT only.
+            raise KubeconfigError(
+                f"kubeconfig {files}: context {context!r}: proxy-url {proxy!r} is not "
+                "supported; use an http:// or https:// proxy")
         if cluster.get("tls-server-name"):
             # kopf's client cannot set the TLS server name: its watches would fail the
             # certificate check with a message that names neither the file nor the key.
