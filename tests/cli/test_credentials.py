@@ -525,3 +525,23 @@ def test_a_proxy_url_kooper_cannot_speak_is_one_error_naming_the_file(
         credentials.from_kubeconfig([str(path)])
     assert str(path) in str(raised.value)
     assert proxy in str(raised.value)
+
+
+def test_an_operator_in_a_pod_without_its_token_is_told_which_file_is_missing(
+        tmp_path: Path, monkeypatch):
+    from kooper.core import errors
+    from kooper.shell import settings
+
+    root = tmp_path / "sa"
+    root.mkdir()
+    real = connections.in_cluster
+    monkeypatch.setattr(connections, "in_cluster", lambda env, root=root: real(env, root=root))
+    monkeypatch.setattr(connections, "SERVICE_ACCOUNT", root)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KOOPER_KUBE_API", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(errors.KooperError, match="no Kubernetes credentials") as raised:
+        credentials.login(settings.Config())
+    assert str(root / "token") in str(raised.value)

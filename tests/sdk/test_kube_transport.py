@@ -233,3 +233,18 @@ def test_a_kubeconfig_proxy_url_wins_over_the_environment_and_no_proxy(server):
     assert FakeApi.seen[-1][1] == "http://api.invalid:8080/api/v1/pods"
     plain = connection.Connection(server="http://api.invalid:8080")
     assert connection.proxy_of(plain, plain.server, env) is None  # NO_PROXY: *
+
+
+def test_a_pod_without_its_service_account_token_names_the_token_file(tmp_path):
+    """client-go's in-cluster config, with the service variables set, fails reading the
+    token file and names it; "not in a cluster" would send the reader the wrong way (a
+    pod with automountServiceAccountToken: false is in a cluster)."""
+    from kooper.sdk import connection
+
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(connection.NoCredentialsError) as caught:
+        connection.discover(env, root=tmp_path)
+    message = str(caught.value)
+    assert str(tmp_path / "token") in message
+    assert "automountServiceAccountToken" in message
+    assert "not in a cluster" not in message

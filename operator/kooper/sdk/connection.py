@@ -75,10 +75,17 @@ def discover(env: Mapping[str, str] | None = None, *,
         return Connection(server=env[API_ENV], insecure=True)
     found = in_cluster(env, root=root)
     if found is None:
-        raise NoCredentialsError(
-            f"not in a cluster (KUBERNETES_SERVICE_HOST/PORT or {root / 'token'} missing) "
-            f"and {API_ENV} is not set")
+        raise NoCredentialsError(f"{no_service_account(env, root=root)} and {API_ENV} is not set")
     return found
+
+
+def no_service_account(env: Mapping[str, str], *, root: pathlib.Path = SERVICE_ACCOUNT) -> str:
+    """Why ``in_cluster`` found nothing, in a few words: outside a pod, or a pod without its
+    token (client-go's in-cluster config names the token file it could not read)."""
+    if not env.get("KUBERNETES_SERVICE_HOST") or not env.get("KUBERNETES_SERVICE_PORT"):
+        return "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset)"
+    return (f"in a pod without a service-account token: no {root / 'token'} "
+            "(automountServiceAccountToken: false?)")
 
 
 def in_cluster(env: Mapping[str, str], *,

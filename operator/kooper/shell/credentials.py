@@ -308,8 +308,9 @@ def login(config: settings.Config, *,
     load = loader(kube_api=config.kube_api, kubeconfig=config.kubeconfig,
                   context=config.context)
     if load is None:
-        raise errors.KooperError("no Kubernetes credentials: no in-cluster service account, "
-                                 "no kubeconfig, and KOOPER_KUBE_API is not set")
+        absent = connections.no_service_account(os.environ, root=connections.SERVICE_ACCOUNT)
+        raise errors.KooperError(f"no Kubernetes credentials: {absent}, no kubeconfig, and "
+                                 "KOOPER_KUBE_API is not set")
     return logins.Login(load, on_login=on_login)
 
 
