@@ -212,8 +212,15 @@ def test_a_keep_alive_connection_is_reused_across_requests():
     ("https://api.example:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "api.example:443"},
      "http://p"),
     ("https://api.example:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "*"}, None),
-    ("http://127.0.0.1:8080", {"HTTPS_PROXY": "http://p"}, None),
-    ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p"}, "http://p"),
+    ("http://api.example:8080", {"HTTPS_PROXY": "http://p"}, None),
+    ("http://api.example:8080", {"HTTP_PROXY": "http://p"}, "http://p"),
+    # Go's httpproxy never proxies localhost or a loopback address (kind's API server
+    # at 127.0.0.1 with a corporate HTTPS_PROXY: kubectl connects directly).
+    ("https://127.0.0.1:6443", {"HTTPS_PROXY": "http://p"}, None),
+    ("https://127.8.9.10:6443", {"HTTPS_PROXY": "http://p"}, None),
+    ("https://localhost:6443", {"HTTPS_PROXY": "http://p"}, None),
+    ("https://[::1]:6443", {"HTTPS_PROXY": "http://p"}, None),
+    ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p"}, None),
 ])
 def test_one_proxy_rule_for_requests_and_watches(url, env, proxy):
     from kooper.sdk import connection

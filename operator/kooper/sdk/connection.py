@@ -155,9 +155,10 @@ def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
     """The proxy URL for ``url`` from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, or None to
     connect directly: the one proxy rule of both clients' requests and watches.
 
-    As Go's ``httpproxy`` (client-go): the lowercase spelling wins; ``NO_PROXY`` holds
-    ``*``, host names (``.svc`` and ``svc`` both match subdomains), IP addresses,
-    CIDR blocks (``10.96.0.0/12``) and ``host:port``.
+    As Go's ``httpproxy`` (client-go): the lowercase spelling wins; ``localhost`` and
+    loopback addresses are never proxied; ``NO_PROXY`` holds ``*``, host names (``.svc``
+    and ``svc`` both match subdomains), IP addresses, CIDR blocks (``10.96.0.0/12``) and
+    ``host:port``.
     """
     env = os.environ if env is None else env
     parts = urllib.parse.urlsplit(url)
@@ -186,6 +187,8 @@ def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
             ipaddress.ip_address(host))
     except ValueError:
         address = None
+    if host == "localhost" or (address is not None and address.is_loopback):
+        return True  # Go's httpproxy never proxies these, whatever NO_PROXY says
     for raw in no_proxy.split(","):
         entry = raw.strip().lower()
         if not entry:
