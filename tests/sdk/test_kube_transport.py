@@ -221,6 +221,10 @@ def test_a_keep_alive_connection_is_reused_across_requests():
     ("https://localhost:6443", {"HTTPS_PROXY": "http://p"}, None),
     ("https://[::1]:6443", {"HTTPS_PROXY": "http://p"}, None),
     ("http://127.0.0.1:8080", {"HTTP_PROXY": "http://p"}, None),
+    # Go's httpproxy takes a proxy without a scheme as http:// (aiohttp refuses the bare
+    # "proxy.corp:3128" as an invalid URL).
+    ("https://api.example:6443", {"HTTPS_PROXY": "proxy.corp:3128"}, "http://proxy.corp:3128"),
+    ("https://api.example:6443", {"https_proxy": "10.0.0.9:3128"}, "http://10.0.0.9:3128"),
 ])
 def test_one_proxy_rule_for_requests_and_watches(url, env, proxy):
     from kooper.sdk import connection

@@ -155,10 +155,10 @@ def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
     """The proxy URL for ``url`` from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, or None to
     connect directly: the one proxy rule of both clients' requests and watches.
 
-    As Go's ``httpproxy`` (client-go): the lowercase spelling wins; ``localhost`` and
-    loopback addresses are never proxied; ``NO_PROXY`` holds ``*``, host names (``.svc``
-    and ``svc`` both match subdomains), IP addresses, CIDR blocks (``10.96.0.0/12``) and
-    ``host:port``.
+    As Go's ``httpproxy`` (client-go): the lowercase spelling wins; a proxy without a
+    scheme is ``http://``; ``localhost`` and loopback addresses are never proxied;
+    ``NO_PROXY`` holds ``*``, host names (``.svc`` and ``svc`` both match subdomains), IP
+    addresses, CIDR blocks (``10.96.0.0/12``) and ``host:port``.
     """
     env = os.environ if env is None else env
     parts = urllib.parse.urlsplit(url)
@@ -166,7 +166,9 @@ def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
     if not proxy or not parts.hostname or _bypassed(parts.hostname, parts.port,
                                                     _env(env, "no_proxy") or ""):
         return None
-    return proxy
+    given = urllib.parse.urlsplit(proxy)
+    # Go's httpproxy: a proxy without a scheme (``proxy.corp:3128``) is an http:// one.
+    return proxy if given.scheme and given.netloc else "http://" + proxy
 
 
 def proxy_of(conn: Connection, url: str, env: Mapping[str, str] | None = None) -> str | None:
