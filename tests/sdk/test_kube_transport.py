@@ -225,6 +225,14 @@ def test_a_keep_alive_connection_is_reused_across_requests():
     # "proxy.corp:3128" as an invalid URL).
     ("https://api.example:6443", {"HTTPS_PROXY": "proxy.corp:3128"}, "http://proxy.corp:3128"),
     ("https://api.example:6443", {"https_proxy": "10.0.0.9:3128"}, "http://10.0.0.9:3128"),
+    # NO_PROXY entries as Go's httpproxy parses them: "*.domain", "[IPv6]:port", and a
+    # port compared with the URL's default one when the URL names none (EKS, GKE).
+    ("https://api.corp.example:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "*.corp.example"},
+     None),
+    ("https://[fd00::1]:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "[fd00::1]:6443"}, None),
+    ("https://[fd00::1]:6443", {"HTTPS_PROXY": "http://p", "NO_PROXY": "[fd00::1]:443"},
+     "http://p"),
+    ("https://eks.example", {"HTTPS_PROXY": "http://p", "NO_PROXY": "eks.example:443"}, None),
 ])
 def test_one_proxy_rule_for_requests_and_watches(url, env, proxy):
     from kooper.sdk import connection

@@ -157,13 +157,15 @@ def proxy_for(url: str, env: Mapping[str, str] | None = None) -> str | None:
 
     As Go's ``httpproxy`` (client-go): the lowercase spelling wins; a proxy without a
     scheme is ``http://``; ``localhost`` and loopback addresses are never proxied;
-    ``NO_PROXY`` holds ``*``, host names (``.svc`` and ``svc`` both match subdomains), IP
-    addresses, CIDR blocks (``10.96.0.0/12``) and ``host:port``.
+    ``NO_PROXY`` holds ``*``, host names (``.svc``, ``*.svc`` and ``svc`` all match
+    subdomains), IP addresses, CIDR blocks (``10.96.0.0/12``), ``host:port`` and
+    ``[IPv6]:port`` (a URL without a port has its scheme's: 443, 80).
     """
     env = os.environ if env is None else env
     parts = urllib.parse.urlsplit(url)
     proxy = _env(env, f"{parts.scheme}_proxy")
-    if not proxy or not parts.hostname or _bypassed(parts.hostname, parts.port,
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    if not proxy or not parts.hostname or _bypassed(parts.hostname, port,
                                                     _env(env, "no_proxy") or ""):
         return None
     given = urllib.parse.urlsplit(proxy)
@@ -180,6 +182,10 @@ def proxy_of(conn: Connection, url: str, env: Mapping[str, str] | None = None) -
 
 def _env(env: Mapping[str, str], name: str) -> str | None:
     return env.get(name.lower()) or env.get(name.upper()) or None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+"""The port a URL without one is compared with ``NO_PROXY``'s ``host:port`` (Go's portMap)."""
 
 
 def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
@@ -204,10 +210,14 @@ def _bypassed(host: str, port: int | None, no_proxy: str) -> bool:
             except ValueError:
                 pass
             continue
-        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry.startswith("[") and "]:" in entry:  # [IPv6]:port
+            name, entry_port = entry[1:].split("]:", 1)
+        else:
+            name, _, entry_port = (entry.rpartition(":") if entry.count(":") == 1
+                                   else (entry, "", ""))
         if entry_port and (not entry_port.isdigit() or port != int(entry_port)):
             continue
-        name = name.strip("[]").lstrip(".")
+        name = name.strip("[]").removeprefix("*").lstrip(".")  # *.corp, .corp, corp
         if host == name or host.endswith("." + name):
             return True
     return False
