@@ -545,3 +545,17 @@ def test_an_operator_in_a_pod_without_its_token_is_told_which_file_is_missing(
     with pytest.raises(errors.KooperError, match="no Kubernetes credentials") as raised:
         credentials.login(settings.Config())
     assert str(root / "token") in str(raised.value)
+
+
+@pytest.mark.parametrize("impersonation", [
+    "as: system:admin", "as-groups: [system:masters]", "as-uid: '1234'",
+])
+def test_a_user_that_impersonates_is_one_error_not_requests_as_the_user_itself(
+        impersonation: str, tmp_path: Path):
+    """client-go sends the ``as``/``as-groups``/``as-uid`` of a kubeconfig user as
+    Impersonate-* headers; the python loader drops them, and kopf's client cannot send
+    them, so kooper would act with the user's own rights, not the ones kubectl uses."""
+    path = _one_user(tmp_path, f"{{token: t, {impersonation}}}")
+    with pytest.raises(credentials.KubeconfigError, match="impersonat") as raised:
+        credentials.from_kubeconfig([str(path)])
+    assert str(path) in str(raised.value)

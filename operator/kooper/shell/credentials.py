@@ -5,8 +5,9 @@ Kubeconfigs are read by the ``kubernetes`` client's own loader (``kubernetes.con
 so what works with kubectl works here: exec plugins (EKS, GKE, AKS), ``tokenFile``,
 auth-provider tokens, paths relative to the file that names them (``_resolve_local_paths``),
 inline ``*-data``, several files in ``$KUBECONFIG``, a context by name, its namespace, a
-cluster's ``proxy-url`` (for kopf's watches too). ``tls-server-name`` is an error: kopf's
-client cannot set it. The service account is ``sdk.connection.in_cluster``: the same
+cluster's ``proxy-url`` (for kopf's watches too). ``tls-server-name``, a SOCKS
+``proxy-url`` and a user's impersonation (``as``...) are errors: kopf's client cannot
+follow them. The service account is ``sdk.connection.in_cluster``: the same
 discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
@@ -104,8 +105,15 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
             raise KubeconfigError(
                 f"kubeconfig {files}: context {context!r}: cluster "
                 f"{(chosen.get('context') or {}).get('cluster')!r} has no server")
-        _check_user(f"kubeconfig {files}: context {context!r}",
-                    _entry_of(merged.config.value, chosen, "user"), configuration, logged)
+        user = _entry_of(merged.config.value, chosen, "user")
+        _check_user(f"kubeconfig {files}: context {context!r}", user, configuration, logged)
+        impersonating = [key for key in _IMPERSONATION if user.get(key)]
+        if impersonating:
+            # client-go sends them as Impersonate-* headers; kopf's client cannot.
+            raise KubeconfigError(
+                f"kubeconfig {files}: context {context!r}: impersonation "
+                f"({', '.join(impersonating)}) is not supported; use a context whose user "
+                "has the rights itself")
         if configuration.cert_file and not configuration.key_file:
             # client-go refuses it; the TLS set-up would drop the certificate (anonymous).
             raise KubeconfigError(
@@ -191,6 +199,9 @@ def _token_file(config: Mapping[str, Any], context: Any) -> str | None:
         return None
     return str(user["tokenFile"])
 
+
+_IMPERSONATION = ("as", "as-uid", "as-groups", "as-user-extra")
+"""A kubeconfig user's impersonation keys (``kubectl --as``'s, kept in the file)."""
 
 _LOCAL_PATHS = {"cluster": ("certificate-authority",),
                 "user": ("client-certificate", "client-key", "tokenFile")}
