@@ -4,6 +4,8 @@ stands by (ready), and takes over within the Lease duration when the leader dies
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 import pytest
 from tests.shell.conftest import (
@@ -140,3 +142,47 @@ def test_a_lease_edited_to_name_a_standby_still_outranks_every_earlier_term(emul
         assert b.terms == [8]
     finally:
         b.close()
+
+
+def test_a_leader_whose_renewal_hangs_stops_leading_before_its_lease_can_expire(emulated):
+    """The API stops answering the leader (a slow or overloaded API server, 429s that
+    say Retry-After 30): its renewal hangs longer than the Lease lasts. A standby takes
+    over once the Lease stood still for its duration, so the leader must stop leading
+    (its runners stop) within lease - renew of its last renewal, whether or not the
+    request in flight ever ends, as client-go's renew deadline does. Before, the check
+    ran only after the request returned: 30 s later (the client's timeout), with two
+    replicas running rounds meanwhile."""
+    client = kube.Client(Connection(server=emulated.url, insecure=True))
+    loop = asyncio.new_event_loop()
+    stopped_at: list[float] = []
+
+    async def scenario() -> None:
+        started, stopped = asyncio.Event(), asyncio.Event()
+
+        async def on_start() -> None:
+            started.set()
+
+        async def on_stop() -> None:
+            stopped_at.append(time.monotonic())
+            stopped.set()
+
+        elector = leader.Elector(client=client, namespace=NS, identity="op-a",
+                                 on_start=on_start, on_stop=on_stop, lease_s=4, renew_s=1)
+        task = asyncio.create_task(elector.run())
+        try:
+            await asyncio.wait_for(started.wait(), 10)
+            emulated.set_delay(120, LEASE)  # every Lease request hangs from now on
+            await asyncio.wait_for(stopped.wait(), 15)
+            assert not elector.leading
+            assert stopped_at[0] - elector._renewed < elector.lease_s
+        finally:
+            emulated.clear_faults()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()

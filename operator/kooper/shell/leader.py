@@ -125,8 +125,24 @@ class Elector:
                         await self._release()
 
     async def once(self) -> None:
-        """Read the Lease and act on it once."""
+        """Read the Lease and act on it once; a leader gives it no longer than what is left
+        of its renew deadline (``lease_s - renew_s`` from its last renewal), as client-go
+        does: a request that hangs (a slow API server, 429s saying Retry-After) must not
+        keep it leading after a standby may have taken over."""
         now = self.clock()
+        if self.leading:
+            deadline = self._renewed + self.lease_s - self.renew_s - now
+            if deadline > 0:
+                try:
+                    await asyncio.wait_for(self._once(now), deadline)
+                except TimeoutError:
+                    logger.warning("leader election: no answer within the renew deadline")
+                    await self._check_lapsed(self.clock())
+                return
+            await self._check_lapsed(now)  # lapsed already: stop, then try as a standby
+        await self._once(now)
+
+    async def _once(self, now: float) -> None:
         try:
             lease: dict[str, Any] | None = await self.client.request("GET", self._path(self.name))
         except apierrors.NotFound:
