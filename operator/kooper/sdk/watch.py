@@ -9,9 +9,11 @@ The reflector pattern, for one object, on a thread of its own:
    bookmarks move the version forward without an object;
 3. when the server ends the stream (its timeout), watch again from the last
    version seen: nothing is missed and nothing is listed again;
-4. on ``410 Gone`` (the version was compacted), a broken connection or any other
-   error, wait (exponential backoff, capped) and *relist*: after a failure we
-   cannot know what we missed, and one object is cheap to read.
+4. on ``410 Gone`` (the version was compacted), *relist* at once; on a broken
+   connection or any other error, wait (exponential backoff, capped) and relist:
+   after a failure we cannot know what we missed, and one object is cheap to read.
+   A 410 on the watch right after a list, before any event, backs off too (a watch
+   cache behind its lists, a misbehaving proxy: relisting at once would spin).
 
 Only the latest object matters (each assignment replaces the previous one and the
 session ignores older generations), so the hand-over is a one-slot mailbox plus a
@@ -144,12 +146,17 @@ class AssignmentWatch:
         version: str | None = None
         while not self._stop.is_set():
             try:
+                listed = version is None
                 if version is None:
                     version = self._list()
                 opened = self._clock()
                 version, events = self._follow(version)
-                if version is not None and events == 0 and self._clock() - opened < 1.0:
-                    # The server ended an empty stream at once: do not spin on it.
+                expired_at_once = version is None and listed and events <= 1
+                if expired_at_once or (
+                        version is not None and events == 0 and self._clock() - opened < 1.0):
+                    # The server ended an empty stream at once, or expired (410) the version
+                    # its list had just given before anything else: the next list would be
+                    # answered the same. Do not spin on it.
                     self._stop.wait(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                 else:
