@@ -112,3 +112,21 @@ def test_a_new_term_overwrites_a_stale_patch_that_landed_before_its_own(terms: T
         assert terms.status()["worker"] == "b"
         assert terms.status()["leaderEpoch"] == 2
         assert not terms.lost
+
+
+def test_a_connector_deleted_and_created_again_under_its_name_gets_its_status(terms: Terms):
+    """``kubectl delete`` and ``apply`` of a Connector between two status patches (or
+    ``kubectl replace --force``): the new object (a new uid) starts with no status. The
+    statuses remembered what they patched on the old one by name, found the new status
+    the same as that, and patched nothing: the Connector said nothing until its placement
+    changed."""
+    assert terms.patch(terms.new, "b")
+    before = terms.status()
+    assert before["worker"] == "b"
+    terms.emulated.delete("connectors", NAME, namespace=NS)
+    make_connector(terms.emulated, NAME, 1, group=GROUP)
+    assert terms.status() == {}
+    assert terms.patch(terms.new, "b")
+    after = terms.status()
+    assert after["worker"] == "b"
+    assert after.get("leaderEpoch") == before.get("leaderEpoch")

@@ -243,3 +243,25 @@ def test_a_revocation_is_counted_once_however_many_rounds_wait_for_its_acknowled
     wait_for(lambda: settled(fleet, emulated, resources=6, members=2, name="revokes"),
              what="balanced")
     assert REGISTRY.get_sample_value("kooper_resource_revocations_total", labels) == 2
+
+
+def test_a_connector_deleted_and_created_again_at_once_gets_its_status(emulated, fleet, operator):
+    """``kubectl replace --force`` (or delete and apply in one go) of a running Connector:
+    the round sees the same connectors, tasks and members as the last one and planned
+    nothing, so the new object (a new uid, no status) never got one."""
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
+                      or {}).get("running") == 2, what="the Connector's status")
+    operator.quiet_after(1)
+    old = emulated.get("connectors", "A", namespace="default")["metadata"]["uid"]
+    emulated.delete("connectors", "A", namespace="default")
+    make_connector(emulated, "A", 2)
+    new = emulated.get("connectors", "A", namespace="default")
+    assert new["metadata"]["uid"] != old
+    assert not new.get("status")
+    wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
+                      or {}).get("running") == 2, what="the new Connector's status")
+    assert settled(fleet, emulated, resources=3, members=1)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kooper.control import connector_status, failures, placement, status, step
+from kooper.control import connector_status, failures, placement, status, step, views
 from kooper.sdk import apierrors
 from kooper.shell import kube, metrics, writes
 
@@ -46,6 +46,8 @@ class ConnectorStatuses:
         self.lost = False
         self._versions: dict[str, str] = {}
         """Per Connector, the resourceVersion our last patch returned."""
+        self._uids: dict[str, str] = {}
+        """Per Connector, the uid of the object the three above are about."""
         self.delay_s = delay_s
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
@@ -64,6 +66,12 @@ class ConnectorStatuses:
     def busy(self) -> bool:
         """Whether statuses are queued or being patched."""
         return self.task is not None and not self.task.done()
+
+    def recreated(self, connectors: Iterable[views.ConnectorView]) -> bool:
+        """Whether one of ``connectors`` is a new object under the name of one whose status
+        was patched (deleted and created again): a round that looks the same as the last
+        must still plan, so that its status gets written."""
+        return any(self._uids.get(c.name, c.uid) != c.uid for c in connectors)
 
     def queue(self, work: step.Connectors, now_ms: int) -> None:
         """Patch these statuses soon (replacing whatever was queued)."""
@@ -108,6 +116,15 @@ class ConnectorStatuses:
         moving = work.plan.handing_over()
         handing = moving.connectors | moving.tasks
         present = {connector.name for connector in work.connectors}
+        for connector in work.connectors:
+            if self._uids.get(connector.name, connector.uid) != connector.uid:
+                # Deleted and created again under its name: a new object, with no status.
+                self.patched.pop(connector.name, None)
+                self._generations.pop(connector.name, None)
+                self._versions.pop(connector.name, None)
+            self._uids[connector.name] = connector.uid
+        for name in [n for n in self._uids if n not in present]:
+            del self._uids[name]
         for name in [n for n in self.patched if n not in present]:
             del self.patched[name]
         for name in [n for n in self._generations if n not in present]:

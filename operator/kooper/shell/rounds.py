@@ -373,6 +373,8 @@ class GroupRunner:
         t_read = time.perf_counter()
         now_ms = round(self.clock() * 1000)
         inputs, memory = await self.gather(group)
+        if self.ctx.connector_status and self.statuses.recreated(inputs.connectors):
+            memory = memory.replace(last_key=None)  # same inputs, but a status to write
         started = time.perf_counter()
         decided = control.step(inputs, memory, now_ms=now_ms, caches=self.caches)
         compute_s = time.perf_counter() - started
