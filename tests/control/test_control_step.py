@@ -217,3 +217,18 @@ def test_the_members_memo_never_changes_who_is_a_member():
         slow = snapshot.collect_members(inputs.group, **kwargs)
         assert (fast.members, fast.reports, fast.issues, fast.next_expiry_ms, fast.pods) == \
             (slow.members, slow.reports, slow.issues, slow.next_expiry_ms, slow.pods)
+
+
+def test_a_group_created_again_writes_generations_newer_than_its_members_report():
+    """A WorkerGroup deleted and created again under its name: no status, no ConfigMaps
+    (they went with the old object), members still running the old group's generation 7.
+    A worker ignores a generation not newer than one it accepted, so the new group's
+    first documents must be newer than 7, not generation 1."""
+    members = [member("a", model.ConnectorsAndTasks.of(["A"], ["A-0"]), generation=7),
+               member("b", model.ConnectorsAndTasks.of([], ["A-1", "A-2"]), generation=7)]
+    fresh = modelled.group(GROUP, SETTINGS, status=None)
+    memory = control.restored(fresh, {}, reported=[m.generation for m in members])
+    decided = control.step(inputs(members), memory, now_ms=0)
+    assert decided.configmap_writes
+    assert all(w.generation > 7 for w in decided.configmap_writes)
+    assert control.restored(fresh, {}, reported=[]).persisted.state.generation == 0

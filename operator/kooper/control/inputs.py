@@ -315,12 +315,24 @@ class Wanted:
     while the Connectors are, so the next round finds it written (``settings.changed``)."""
 
 
-def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView]) -> Memory:
-    """The memory of a leader that just started: the persisted state, nothing else."""
+def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView], *,
+             reported: Iterable[int] = ()) -> Memory:
+    """The memory of a leader that just started: the persisted state, nothing else.
+
+    ``reported``: the generations the group's members report having applied. The next
+    generation planned must be newer than each: a WorkerGroup deleted and created again
+    under its name starts from no status and no ConfigMaps (they went with the old
+    object) while its members still hold the old one's documents, and a worker ignores
+    every document whose generation is not newer than one it accepted, so the new
+    group's documents were all ignored until its generation passed the old one's.
+    """
     result = restore.restore(group.status.get("state"),
                            ((member, cm.text) for member, cm in configmaps.items()),
                            group=group.name)
     planner = result.state
+    newest = max(reported, default=planner.generation)
+    if newest > planner.generation:
+        planner = dataclasses.replace(planner, generation=newest)
     given = {member: (planner.incarnations.get(member, ""),
                       assigned.union(planner.revoking.get(member, model.EMPTY)))
              for member, assigned in planner.assignments.items()}

@@ -292,7 +292,12 @@ class GroupRunner:
         configmaps = {cm.member: cm for cm in self.ctx.views.configmaps(self.namespace,
                                                                         self.name)}
         if self.memory is None:
-            self.memory = control.restored(group, configmaps)
+            leases = list(self.ctx.views.leases(self.namespace))
+            members = set(control.leased_members(group, self.ctx.views.pods(self.namespace),
+                                                 leases))
+            self.memory = control.restored(group, configmaps, reported=[
+                lease.report.generation for lease in leases
+                if lease.member in members and lease.report is not None])
             self.caches = control.Caches()
             assigned = self.memory.persisted.state.assignments
             self.writer.reset(configmaps, unreadable=[m for m in configmaps
