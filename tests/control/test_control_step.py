@@ -232,3 +232,18 @@ def test_a_group_created_again_writes_generations_newer_than_its_members_report(
     assert decided.configmap_writes
     assert all(w.generation > 7 for w in decided.configmap_writes)
     assert control.restored(fresh, {}, reported=[]).persisted.state.generation == 0
+
+
+def test_a_document_whose_write_was_unanswered_is_rewritten_without_blaming_anyone():
+    """``edits``: "edited" and "deleted" are someone else's doing (a Warning Event each);
+    "unanswered" is the operator's own write whose answer was lost: written again all
+    the same, silently."""
+    first, members = run([member("a"), member("b")], control.Memory(), 0)
+    members = settle(first, members)
+    settled_memory = control.step(inputs(members), first.memory, now_ms=5).memory
+    for how, warned in (("edited", True), ("deleted", True), ("unanswered", False)):
+        decided = control.step(dataclasses.replace(inputs(members), edits={W("a"): how}),
+                               settled_memory, now_ms=10)
+        assert [w.member for w in decided.configmap_writes] == ["a"], how
+        reasons = {e.reason for e in decided.events}
+        assert bool(reasons & {"ConfigMapEdited", "ConfigMapDeleted"}) == warned, how

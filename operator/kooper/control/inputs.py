@@ -61,7 +61,9 @@ class Inputs:
     owners: Mapping[Owner, OwnerFacts] = dataclasses.field(default_factory=dict)
     """The owners ``owners_to_read`` asked for (one that could not be read is left out)."""
     edits: Mapping[ids.WorkerId, str] = dataclasses.field(default_factory=dict)
-    """Live members whose ConfigMap someone else changed: ``"edited"`` or ``"deleted"``."""
+    """Live members whose ConfigMap must be written again: someone else changed it
+    (``"edited"``, ``"deleted"``), or it holds a write of ours that failed as far as we
+    know (``"unanswered"``: the answer was lost after the API server committed it)."""
     leader: str = ""
     """The operator's identity, written into every Assignment."""
     leader_epoch: int = 0

@@ -243,7 +243,7 @@ def _step(inputs: Inputs, memory: Memory, *, now_ms: int, caches: Caches,
         if how == "deleted":
             out.once("ConfigMapDeleted", member, f"ConfigMap {name} was deleted; rewriting it",
                      member=member)
-        else:
+        elif how == "edited":  # ("unanswered": our own write, its answer lost)
             out.forget("ConfigMapEdited", member)
             out.once("ConfigMapEdited", member,
                      f"ConfigMap {name} was changed by someone else; rewriting it",

@@ -89,6 +89,10 @@ class Writer:
         """member → (resourceVersion, text) of the ConfigMap as we last wrote it."""
         self.own_versions: dict[str, list[str]] = {}
         """member → resourceVersions of our own last few writes of its ConfigMap."""
+        self.unanswered: dict[str, str] = {}
+        """member → the text of our last write of its ConfigMap that failed: the API may
+        have committed it all the same (a 504 after the commit, a connection reset before
+        the answer), and then what it holds is ours, not someone else's edit."""
         self.group_rv: str | None = None
         self.last_status: Mapping[str, Any] | None = None
         self._encoded: tuple[model.PlanState, dict[str, Any]] | None = None
@@ -101,6 +105,7 @@ class Writer:
                         for member, cm in configmaps.items() if member not in skip}
         self.epochs = {member: cm.leader_epoch for member, cm in configmaps.items()}
         self.own_versions = {}
+        self.unanswered = {}
         self.group_rv = None
         self.last_status = None
         self._encoded = None
@@ -109,7 +114,11 @@ class Writer:
 
     async def edits(self, members: Iterable[ids.WorkerId],
                     configmaps: Mapping[str, views.ConfigMapView]) -> dict[ids.WorkerId, str]:
-        """Live members whose ConfigMap differs from what we wrote (edited or deleted)."""
+        """Live members whose ConfigMap differs from what we wrote: ``"edited"`` or
+        ``"deleted"`` by someone else, or ``"unanswered"``: it holds our write that failed
+        (its answer lost after the commit), not what the state says the member has. Each
+        is written again; only the first two are someone else's doing."""
+        found: dict[ids.WorkerId, str] = {}
         suspects = []
         for member in members:
             ours = self.written.get(member)
@@ -119,8 +128,13 @@ class Writer:
             if cm is not None and (cm.resource_version == ours[0] or cm.text == ours[1]
                                    or cm.resource_version in self.own_versions.get(member, ())):
                 continue  # Ours, or an older write of ours the watch has not caught up with.
+            if cm is not None and cm.text == self.unanswered.get(member):
+                # Our failed write landed after all: ours, but not what the state says.
+                self.written[member] = (cm.resource_version, cm.text)
+                self.epochs[member] = cm.leader_epoch
+                found[member] = "unanswered"
+                continue
             suspects.append(member)
-        found: dict[ids.WorkerId, str] = {}
         # Confirm with a fresh read before acting (in parallel: the index may lag a lot).
         await asyncio.gather(*(self._check(member, found) for member in suspects))
         return found
@@ -134,7 +148,9 @@ class Writer:
             found[member] = "deleted"
             return
         fresh = views.parse_configmap(body)
-        if fresh.text != ours[1]:
+        if fresh.text == self.unanswered.get(member):
+            found[member] = "unanswered"
+        elif fresh.text != ours[1]:
             found[member] = "edited"
         self.written[member] = (fresh.resource_version, fresh.text)
         self.epochs[member] = fresh.leader_epoch
@@ -158,7 +174,9 @@ class Writer:
                 logger.warning("%s/%s: writing %s failed: %s", self.namespace, self.name,
                                views.configmap_name(message.member), exc)
                 failed.add(ids.WorkerId(message.member))
+                self.unanswered[message.member] = text
                 return
+            self.unanswered.pop(message.member, None)
             self.written[message.member] = (rv, text)
             self.epochs[message.member] = self.epoch
             self.own_versions[message.member] = [
@@ -345,6 +363,7 @@ class Writer:
         for member in gone:
             self.written.pop(member, None)
             self.own_versions.pop(member, None)
+            self.unanswered.pop(member, None)
             self.epochs.pop(member, None)
         return len(gone)
 
