@@ -245,5 +245,9 @@ def test_a_document_whose_write_was_unanswered_is_rewritten_without_blaming_anyo
         decided = control.step(dataclasses.replace(inputs(members), edits={W("a"): how}),
                                settled_memory, now_ms=10)
         assert [w.member for w in decided.configmap_writes] == ["a"], how
+        # ...at a generation above every one issued: its worker may have accepted the
+        # document found there, and ignores one that is not newer.
+        issued = settled_memory.persisted.state.generation
+        assert decided.configmap_writes[0].generation > issued, how
         reasons = {e.reason for e in decided.events}
         assert bool(reasons & {"ConfigMapEdited", "ConfigMapDeleted"}) == warned, how

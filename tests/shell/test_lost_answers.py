@@ -83,6 +83,7 @@ def test_a_write_whose_answer_was_lost_is_not_taken_for_someone_else_s_edit(setu
     # edit, it posted a Warning Event "ConfigMap kooper-a was changed by someone else" and
     # counted kooper_bad_input_total{reason="ConfigMapEdited"}.
     assert setup.edits() == {"a": "unanswered"}
+    assert setup.writer.newest_found == 2  # what its rewrite must be newer than
     assert setup.write(doc(3, "c-1")) == frozenset()  # the rewrite: no 409, no conflict
     assert setup.client.stats.conflicts == 0
     assert setup.edits() == {}
@@ -96,3 +97,4 @@ def test_an_edit_after_a_lost_answer_is_still_an_edit(setup: Setup):
     body["data"] = {messages.CONFIGMAP_KEY: "{}"}
     setup.emulated.replace("configmaps", "kooper-a", body, namespace=NS)
     assert setup.edits() == {"a": "edited"}
+    assert setup.writer.newest_found == 0  # "{}" is no document a worker could accept

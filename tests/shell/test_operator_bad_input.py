@@ -93,15 +93,24 @@ def test_configmap_edited_by_hand_is_rewritten(emulated, fleet, operator):
     make_connector(emulated, "A", 2)
     fleet.add("w-0")
     wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
-    original = emulated.get("configmaps", "kooper-w-0", namespace="default")["data"]
+    def document() -> dict[str, object] | None:
+        """w-0's document as written, without its generation (which a rewrite bumps: the
+        worker may have accepted whatever was there, and ignores a generation not newer
+        than one it accepted); None while it is not one of the operator's."""
+        body = emulated.get("configmaps", "kooper-w-0", namespace="default") or {}
+        found = json.loads((body.get("data") or {}).get("assignment.json", "{}"))
+        generations.append(found.pop("generation", -1))
+        return found or None
+
+    generations: list[object] = []
+    original = document()
     emulated.patch("configmaps", "kooper-w-0", {"data": {"assignment.json": "{}"}},
                    namespace="default")
-    wait_for(lambda: emulated.get("configmaps", "kooper-w-0", namespace="default")["data"]
-             == original, what="rewritten")
+    wait_for(lambda: document() == original, what="rewritten")
     wait_for(lambda: events(emulated, "ConfigMapEdited"), what="event")
     emulated.delete("configmaps", "kooper-w-0", namespace="default")
-    wait_for(lambda: (emulated.get("configmaps", "kooper-w-0", namespace="default") or {})
-             .get("data") == original, what="recreated")
+    wait_for(lambda: document() == original, what="recreated")
+    assert generations[-1] > generations[0]
 
 
 def test_member_claiming_work_it_was_never_given_is_flagged_and_revoked(

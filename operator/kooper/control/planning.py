@@ -45,8 +45,10 @@ def plan(inputs: Inputs, memory: Memory, seen: Observation, now: Situation, *, n
                                settings.changed(memory.persisted.settings_written, carried))
     # A member starting a new membership (it fenced itself, or came back) must apply its
     # document even where its work did not change: a generation it has not accepted yet.
+    # So must a member whose ConfigMap held a document we did not write (edited by hand,
+    # or our own write whose answer was lost): its worker may have accepted that one.
     # Re-issuing changes no member's incarnation: the memberships stay the documents'.
     memberships = epochs.member_epochs(memory, planned, seen.good)
-    planned = reissue.reissue(planned, memberships.fresh)
+    planned = reissue.reissue(planned, memberships.fresh | inputs.edits.keys())
     return Planned(plan=planned, snap=snap, paced=paced, carried=carried,
                    memberships=memberships)

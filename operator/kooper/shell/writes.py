@@ -89,6 +89,9 @@ class Writer:
         """member → (resourceVersion, text) of the ConfigMap as we last wrote it."""
         self.own_versions: dict[str, list[str]] = {}
         """member → resourceVersions of our own last few writes of its ConfigMap."""
+        self.newest_found = 0
+        """The newest generation on a document ``edits`` last found that the state does not
+        say (0: none): a worker may have accepted it, so its rewrite must be newer."""
         self.unanswered: dict[str, str] = {}
         """member → the text of our last write of its ConfigMap that failed: the API may
         have committed it all the same (a 504 after the commit, a connection reset before
@@ -119,6 +122,7 @@ class Writer:
         (its answer lost after the commit), not what the state says the member has. Each
         is written again; only the first two are someone else's doing."""
         found: dict[ids.WorkerId, str] = {}
+        self.newest_found = 0
         suspects = []
         for member in members:
             ours = self.written.get(member)
@@ -133,6 +137,7 @@ class Writer:
                 self.written[member] = (cm.resource_version, cm.text)
                 self.epochs[member] = cm.leader_epoch
                 found[member] = "unanswered"
+                self._found(cm.text)
                 continue
             suspects.append(member)
         # Confirm with a fresh read before acting (in parallel: the index may lag a lot).
@@ -150,10 +155,19 @@ class Writer:
         fresh = views.parse_configmap(body)
         if fresh.text == self.unanswered.get(member):
             found[member] = "unanswered"
+            self._found(fresh.text)
         elif fresh.text != ours[1]:
             found[member] = "edited"
+            self._found(fresh.text)
         self.written[member] = (fresh.resource_version, fresh.text)
         self.epochs[member] = fresh.leader_epoch
+
+    def _found(self, text: str) -> None:
+        try:
+            generation = codec.decode_assignment(text).generation
+        except errors.KooperError:
+            return  # unreadable: no worker accepted it either
+        self.newest_found = max(self.newest_found, generation)
 
     # --- 2. ConfigMaps -----------------------------------------------------------------
 
