@@ -19,6 +19,9 @@ from tests.shell.conftest import (
     wait_for,
 )
 
+from kooper.control import views
+from kooper.core import model
+from kooper.protocol import codec, messages
 from kooper.sdk.connection import Connection
 from kooper.shell import kube, leader, probes
 
@@ -186,3 +189,36 @@ def test_a_leader_whose_renewal_hangs_stops_leading_before_its_lease_can_expire(
     finally:
         loop.run_until_complete(client.close())
         loop.close()
+
+
+def test_a_leftover_document_of_a_newer_term_does_not_cost_a_term_per_epoch(emulated, fleet):
+    """A ConfigMap left from an earlier installation (its group deleted with
+    --cascade=orphan, a restored backup) carries leader epoch 40; the operator starts
+    with no leader Lease. Its first term (epoch 1) found the newer epoch on its fence,
+    stood down, and took the Lease back at epoch 2, and so on: 39 terms until it could
+    lead (a few seconds each in production: minutes with no leader; epoch 10,000: days).
+    A new term's epoch now starts above every epoch on what the replica watches."""
+    leftover = messages.Assignment(
+        group="wg", member="w-0", generation=50, protocol=model.Protocol.COMPATIBLE,
+        assigned=model.ConnectorsAndTasks(frozenset(), frozenset({"A-0"})), leader_epoch=40)
+    emulated.create("configmaps", {"metadata": {
+        "name": "kooper-w-0",
+        "labels": {views.GROUP_LABEL: "wg", views.MEMBER_LABEL: "w-0"},
+        "annotations": {views.LEADER_EPOCH_ANNOTATION: "40"},
+        "ownerReferences": [{"apiVersion": "kooper.dev/v1alpha1", "kind": "WorkerGroup",
+                             "name": "wg", "uid": "a-deleted-group", "controller": True}]},
+        "data": {messages.CONFIGMAP_KEY: codec.encode_assignment(leftover)}}, namespace=NS)
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    wait_for(lambda: emulated.list("configmaps", namespace=NS), what="the leftover")
+    a = replica(emulated, "op-a").start()
+    try:
+        for n in range(2):
+            fleet.add(f"w-{n}")
+        wait_for(lambda: settled(fleet, emulated, resources=3, members=2), what="settle")
+        assert a.shell.elector.epoch > 40
+        # It stood down once at most: when its first term began before kopf had listed
+        # the ConfigMaps.
+        assert a.shell.elector.transitions <= 1
+    finally:
+        a.stop()

@@ -20,6 +20,7 @@ from kooper.control import connector_status, status, views
 from kooper.sdk import apierrors
 from kooper.shell import audit, credentials, gcfreeze, kube, leader, metrics, rounds, settings
 from kooper.shell.login import Login
+from kooper.shell.writes import status_epoch
 
 logger = logging.getLogger("kooper.shell")
 
@@ -55,6 +56,17 @@ class IndexViews:
     def _values(self, index: str, key: object) -> Iterable[Any]:
         store = self._indices[index].get(key)
         return list(store) if store is not None else []
+
+    def newest_leader_epoch(self) -> int:
+        """The newest leader epoch on a WorkerGroup or Connector status or a member
+        ConfigMap (0: none)."""
+        found = [status_epoch(group.status) for group in self.groups()]
+        found += [status_epoch(connector.status)
+                  for store in self._indices["kooper_connectors"].values()
+                  for connector in store]
+        found += [cm.leader_epoch for store in self._indices["kooper_configmaps"].values()
+                  for cm in store]
+        return max(found, default=0)
 
     def group(self, namespace: str, name: str) -> views.GroupView | None:
         """The WorkerGroup view, if indexed."""
@@ -158,11 +170,13 @@ class Shell:
                             generation=group.generation)
 
     def _epoch_floor(self) -> int:
-        """The newest leader epoch written on any group's status (a recreated Lease's floor)."""
+        """The newest leader epoch on anything a term fences (a group's status, a member
+        ConfigMap, a Connector's status): a recreated Lease's floor. Below it, a term's
+        fence finds the newer epoch (a ConfigMap left from an earlier installation, say)
+        and stands down, and the next term is only one newer: a term per epoch."""
         if self.index_views is None:
             return 0
-        found = [group.status.get("leaderEpoch", 0) for group in self.index_views.groups()]
-        return max((e for e in found if isinstance(e, int)), default=0)
+        return self.index_views.newest_leader_epoch()
 
     def _lost_leadership(self, why: str) -> None:
         """A round found a newer leader's epoch: stop every runner now; the elector stands
