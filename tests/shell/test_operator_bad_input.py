@@ -224,3 +224,16 @@ def test_a_deleted_groups_connectors_say_their_group_is_gone(emulated, fleet, op
                      .get("reason") == "WorkerGroupNotFound" and found, what="not found")
     assert ready["status"] == "False"
     wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")
+
+
+def test_a_missing_group_is_flagged_on_its_connector_after_a_failed_write(emulated, operator):
+    """The API fails the Connector status write that says its WorkerGroup does not exist
+    (a 503 of an API server restarting). Nothing else happens to the Connector, so no
+    event ever called ``connector_seen`` again: the condition was never written. The
+    write is now retried (backing off) until it lands."""
+    emulated.fail_next_writes("connectors", 1, code=503)
+    make_connector(emulated, "lost", 3, group="nope")
+    wait_for(lambda: emulated.pending_failures("connectors") == 0, what="the failed write")
+    ready = wait_for(lambda: _connector_condition(emulated, "lost", "Ready"), what="condition")
+    assert ready["reason"] == "WorkerGroupNotFound"
+    wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")

@@ -115,6 +115,8 @@ class Shell:
         self._groups: dict[tuple[str, str], tuple[str, int]] = {}
         self._connectors: dict[tuple[str, str], tuple[object, ...]] = {}
         self._orphans: dict[tuple[str, str], str] = {}
+        self._orphan_retries: dict[tuple[str, str], tuple[int, asyncio.Task[None]]] = {}
+        """Connector → (failures in a row, the retry waiting) of its WorkerGroupNotFound."""
         self.audit: audit.AuditLog | None = None
         self._freezer: asyncio.Task[int] | None = None
         self.leading = not config.leader_election
@@ -219,6 +221,9 @@ class Shell:
         for runner in list(self.runners.values()):
             await runner.stop()
         self.runners.clear()
+        for _, retry in self._orphan_retries.values():
+            retry.cancel()
+        self._orphan_retries.clear()
         if self.context is not None:
             await self.context.client.close()
         if self.audit is not None:
@@ -344,6 +349,7 @@ class Shell:
         if deleted:
             self._connectors.pop(key, None)
             self._orphans.pop(key, None)
+            self._forget_orphan_retry(key)
             self.poke_namespace(connector.namespace)
             return
         if self._connectors.get(key) != essence:
@@ -353,6 +359,7 @@ class Shell:
         assert self.context is not None
         if self.index_views.group(connector.namespace, connector.group) is not None:
             self._orphans.pop(key, None)
+            self._forget_orphan_retry(key)
             return
         if self._orphans.get(key) == connector.group:
             return
@@ -380,3 +387,28 @@ class Shell:
         except apierrors.ApiError as exc:
             self._orphans.pop(key, None)
             logger.warning("Connector %s/%s: %s", connector.namespace, connector.name, exc)
+            self._retry_orphan(key, connector.group)
+            return
+        self._forget_orphan_retry(key)
+
+    def _retry_orphan(self, key: tuple[str, str], group: str) -> None:
+        """Flag the Connector again later (``retry_s``, doubled per failure in a row, at
+        most a minute): nothing else may happen to it that would call ``connector_seen``."""
+        failures = self._orphan_retries[key][0] + 1 if key in self._orphan_retries else 1
+        delay = min(60.0, self.config.retry_s * 2 ** min(failures - 1, 10))
+
+        async def retry() -> None:
+            await asyncio.sleep(delay)
+            assert self.index_views is not None
+            for found in self.index_views.connectors(key[0], group):
+                if found.name == key[1]:
+                    await self.connector_seen(found, deleted=False)
+
+        self._forget_orphan_retry(key)
+        task = asyncio.get_running_loop().create_task(retry(), name=f"orphan-{key[1]}")
+        self._orphan_retries[key] = (failures, task)
+
+    def _forget_orphan_retry(self, key: tuple[str, str]) -> None:
+        retry = self._orphan_retries.pop(key, None)
+        if retry is not None and retry[1] is not asyncio.current_task():
+            retry[1].cancel()
