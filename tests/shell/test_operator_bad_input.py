@@ -237,3 +237,16 @@ def test_a_missing_group_is_flagged_on_its_connector_after_a_failed_write(emulat
     ready = wait_for(lambda: _connector_condition(emulated, "lost", "Ready"), what="condition")
     assert ready["reason"] == "WorkerGroupNotFound"
     wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="event")
+
+
+def test_an_invalid_spec_is_reported_on_the_group_after_a_failed_write(emulated, operator):
+    """The API fails the status write that says the spec is invalid (a 503). The round
+    had nothing else to do, asked for no wake-up, and nothing else pokes a group with no
+    pods: the condition was never written. It is now retried, backing off, until it
+    lands."""
+    emulated.fail_next_writes("workergroups", 1, code=503)
+    make_group(emulated, "odd", delay="100ns")
+    wait_for(lambda: emulated.pending_failures("workergroups") == 0, what="the failed write")
+    degraded = wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded"),
+                        what="the condition")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")

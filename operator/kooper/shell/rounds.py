@@ -153,6 +153,9 @@ class GroupRunner:
         self.rounds_planned = 0
         self.round_failures = 0
         """Rounds failed in a row (the backoff's exponent; tests read it)."""
+        self.unreported = 0
+        """Refused rounds in a row whose conditions could not be written (their retry's
+        backoff exponent)."""
         self.steps_run = 0
         """Steps run, planned or not (tests wait on it)."""
         self.steps: list[tuple[control.Inputs, control.Memory, int, control.Step]] | None = None
@@ -253,8 +256,9 @@ class GroupRunner:
                                                         message)], what="the failed round")
 
     async def _conditions(self, group: views.GroupView, wanted: Sequence[status.Condition],
-                          *, what: str) -> None:
-        """Patch only these conditions (the others kept), unless they are there already."""
+                          *, what: str) -> bool:
+        """Patch only these conditions (the others kept), unless they are there already;
+        False when the patch failed."""
         previous = group.status.get("conditions") or []
         types = {c.type for c in wanted}
         kept = [c for c in previous if isinstance(c, dict) and c.get("type") not in types]
@@ -263,15 +267,19 @@ class GroupRunner:
             now=views.format_time(round(self.clock() * 1000)))
         if status.same_status({"conditions": previous},
                               {"conditions": [*kept, *written]}):
-            return
+            return True
         try:
             await self.ctx.client.patch_status("workergroups", self.namespace, self.name,
                                                {"conditions": [*kept, *written]})
         except apierrors.ApiError as error:
             logger.warning("%s: cannot report %s: %s", self.key, what, error)
+            return False
+        return True
 
     async def _refused(self, group: views.GroupView, decided: control.Step) -> None:
-        """A spec the step cannot act on: its conditions, Event and count; nothing else."""
+        """A spec the step cannot act on: its conditions, Event and count; nothing else.
+        Conditions that could not be written are tried again (``retry_s``, doubled per
+        failure in a row, at most ``max_retry_s``): nothing else may poke the group."""
         for reason in decided.metrics.bad_input:
             metrics.BAD_INPUT.labels(reason).inc()
         for event in decided.events:
@@ -279,7 +287,13 @@ class GroupRunner:
             self._spawn(self.ctx.client.post_event(
                 involved=self._involved(group), reason=event.reason, message=event.message,
                 warning=event.warning, reporter=self.ctx.identity))
-        await self._conditions(group, decided.refused, what="the invalid spec")
+        if await self._conditions(group, decided.refused, what="the invalid spec"):
+            self.unreported = 0
+            return
+        self.unreported += 1
+        delay = min(self.ctx.max_retry_s,
+                    self.ctx.retry_s * 2 ** min(self.unreported - 1, 20))
+        self.wake_at_ms = round((self.clock() + delay) * 1000)
 
     def _involved(self, group: views.GroupView) -> dict[str, str]:
         return {"apiVersion": f"{views.GROUP}/{views.VERSION}", "kind": "WorkerGroup",
