@@ -4,7 +4,7 @@ server keeps ending its watches."""
 import threading
 import time
 
-from kooper.sdk import watch
+from kooper.sdk import apierrors, watch
 
 GONE = {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                     "code": 410, "reason": "Expired",
@@ -60,3 +60,40 @@ def test_a_watch_that_expires_right_after_every_list_backs_off_between_relists()
     assert min(gaps) >= watch.BACKOFF_MIN_S * 0.9, gaps
     assert gaps[-1] > gaps[0], gaps  # and the wait grows
     assert follower.expired >= 4
+
+
+class Throttled:
+    """An API server whose priority and fairness refuses every watch: 429, Retry-After."""
+
+    timeout_s = 1.0
+
+    def __init__(self, retry_after_s: float, watches: int) -> None:
+        self.retry_after_s = retry_after_s
+        self.watched: list[float] = []
+        self.enough = threading.Event()
+        self._watches = watches
+
+    def get(self, path, *, query=None):
+        return {"metadata": {"resourceVersion": "7"}, "items": []}
+
+    def watch(self, path, *, query, read_timeout_s):
+        self.watched.append(time.monotonic())
+        if len(self.watched) >= self._watches:
+            self.enough.set()
+        raise apierrors.TooManyRequests("WATCH configmaps: 429 Too many requests",
+                                        status=429, retry_after_s=self.retry_after_s)
+
+
+def test_a_throttled_watch_waits_what_the_server_asks_before_it_tries_again():
+    """The watch's own backoff starts at 0.1 s: a 429 saying Retry-After 1 was answered
+    by four more watches within that second."""
+    api = Throttled(retry_after_s=0.5, watches=3)
+    follower = watch.AssignmentWatch(api=api, namespace="ns", name="kooper-w-0",
+                                     on_change=lambda: None, reread_interval_s=3600)
+    follower.start()
+    try:
+        assert api.enough.wait(30)
+    finally:
+        follower.stop()
+    gaps = [b - a for a, b in zip(api.watched, api.watched[1:], strict=False)]
+    assert min(gaps) >= 0.5 * 0.9, gaps

@@ -167,12 +167,15 @@ class AssignmentWatch:
                 if self._stop.is_set():
                     return
                 self.last_error = str(exc)
+                # A 429's Retry-After (capped by ``wire``) is the least the server asks for.
+                asked = exc.retry_after_s if isinstance(exc, apierrors.ApiError) else None
+                wait = max(backoff, asked or 0.0)
                 if isinstance(exc, apierrors.ApiError):
-                    logger.warning("assignment watch failed (retry in %.1fs): %s", backoff, exc)
+                    logger.warning("assignment watch failed (retry in %.1fs): %s", wait, exc)
                 else:
-                    logger.exception("assignment watch crashed (retry in %.1fs)", backoff)
+                    logger.exception("assignment watch crashed (retry in %.1fs)", wait)
                 version = None
-                self._stop.wait(backoff)
+                self._stop.wait(wait)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def _selector(self) -> dict[str, str]:
