@@ -222,3 +222,32 @@ def test_a_leftover_document_of_a_newer_term_does_not_cost_a_term_per_epoch(emul
         assert a.shell.elector.transitions <= 1
     finally:
         a.stop()
+
+
+def test_a_step_down_is_never_cut_short_by_the_renew_deadline():
+    """Only the Lease requests are bounded by the renew deadline: a step-down (its
+    runners stopping) that outlasts what is left of it still runs to its end."""
+
+    class OtherHolds:
+        async def request(self, method, path, **_):
+            return {"metadata": {"resourceVersion": "2"},
+                    "spec": {"holderIdentity": "op-b", "leaseDurationSeconds": 4,
+                             "renewTime": "2026-01-01T00:00:00.000000Z"}}
+
+    stopped: list[str] = []
+
+    async def on_stop() -> None:
+        stopped.append("began")
+        await asyncio.sleep(0.3)  # longer than the deadline leaves
+        stopped.append("ended")
+
+    async def on_start() -> None:
+        pass
+
+    elector = leader.Elector(client=OtherHolds(), namespace=NS, identity="op-a",
+                             on_start=on_start, on_stop=on_stop, lease_s=4, renew_s=1)
+    elector.leading = True
+    elector._renewed = time.monotonic() - 2.9  # 0.1 s of the deadline left
+    asyncio.run(elector.once())
+    assert not elector.leading
+    assert stopped == ["began", "ended"]

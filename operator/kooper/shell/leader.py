@@ -34,12 +34,14 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kooper.sdk import apierrors
 from kooper.shell import kube
 
 logger = logging.getLogger("kooper.shell")
+
+T = TypeVar("T")
 
 LEASE_NAME = "kooper-operator-leader"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -125,31 +127,23 @@ class Elector:
                         await self._release()
 
     async def once(self) -> None:
-        """Read the Lease and act on it once; a leader gives it no longer than what is left
-        of its renew deadline (``lease_s - renew_s`` from its last renewal), as client-go
-        does: a request that hangs (a slow API server, 429s saying Retry-After) must not
-        keep it leading after a standby may have taken over."""
+        """Read the Lease and act on it once. A leader gives each request no longer than
+        what is left of its renew deadline (``lease_s - renew_s`` from its last renewal),
+        as client-go does: a request that hangs (a slow API server, 429s saying
+        Retry-After) must not keep it leading after a standby may have taken over. Only
+        the requests are bounded, never ``on_stop``: a step-down cut short could leave a
+        runner running."""
         now = self.clock()
-        if self.leading:
-            deadline = self._renewed + self.lease_s - self.renew_s - now
-            if deadline > 0:
-                try:
-                    await asyncio.wait_for(self._once(now), deadline)
-                except TimeoutError:
-                    logger.warning("leader election: no answer within the renew deadline")
-                    await self._check_lapsed(self.clock())
-                return
-            await self._check_lapsed(now)  # lapsed already: stop, then try as a standby
-        await self._once(now)
-
-    async def _once(self, now: float) -> None:
+        await self._check_lapsed(now)  # lapsed already: stop, then try as a standby
         try:
-            lease: dict[str, Any] | None = await self.client.request("GET", self._path(self.name))
+            lease: dict[str, Any] | None = await self._bounded(
+                self.client.request("GET", self._path(self.name)))
         except apierrors.NotFound:
             lease = None
-        except apierrors.ApiError as exc:
-            logger.warning("leader election: cannot read the Lease: %s", exc)
-            await self._check_lapsed(now)
+        except (apierrors.ApiError, TimeoutError) as exc:
+            logger.warning("leader election: cannot read the Lease: %s",
+                           str(exc) or "no answer within the renew deadline")
+            await self._check_lapsed(self.clock())
             return
         if lease is not None:
             spec = lease.get("spec") or {}
@@ -164,10 +158,11 @@ class Elector:
                 await self._lose("another replica holds the Lease")
             return
         try:
-            await self._write(action, lease, now)
-        except apierrors.ApiError as exc:
-            logger.info("leader election: %s failed: %s", action.value, exc)
-            await self._check_lapsed(now)
+            await self._bounded(self._write(action, lease, now))
+        except (apierrors.ApiError, TimeoutError) as exc:
+            logger.info("leader election: %s failed: %s", action.value,
+                        str(exc) or "no answer within the renew deadline")
+            await self._check_lapsed(self.clock())
             return
         self._renewed = now
         self.holder = self.identity
@@ -175,6 +170,14 @@ class Elector:
             self.leading = True
             logger.info("leader election: %s leads now (%s)", self.identity, action.value)
             await self.on_start()
+
+    async def _bounded(self, work: Awaitable[T]) -> T:
+        """``await work``; while leading, for no longer than the renew deadline leaves
+        (``TimeoutError`` then)."""
+        if not self.leading:
+            return await work
+        left = self._renewed + self.lease_s - self.renew_s - self.clock()
+        return await asyncio.wait_for(work, max(0.0, left))
 
     async def _write(self, action: Action, lease: Mapping[str, Any] | None, now: float) -> None:
         stamp = _micro(time.time())
