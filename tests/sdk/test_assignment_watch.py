@@ -97,3 +97,4 @@ def test_a_throttled_watch_waits_what_the_server_asks_before_it_tries_again():
         follower.stop()
     gaps = [b - a for a, b in zip(api.watched, api.watched[1:], strict=False)]
     assert min(gaps) >= 0.5 * 0.9, gaps
+    assert follower.failures >= 3  # kooper_worker_assignment_watch_failures_total

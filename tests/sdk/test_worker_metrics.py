@@ -34,6 +34,10 @@ class Keeper:
     renewal_failures = 2
 
 
+class Watch:
+    failures = 3
+
+
 def test_exposition_escapes_label_values_and_help_and_parses_back():
     family = sdk_metrics.Family(
         "kooper_worker_example", "gauge", 'help with \\ and\nnewline',
@@ -239,3 +243,15 @@ def test_a_pause_or_resume_that_raises_counts_as_a_callback_exception(api):
         }
     finally:
         running.close()
+
+
+def test_failures_of_the_assignment_watch_are_counted():
+    """A watch of the member's ConfigMap that keeps failing (RBAC without the watch verb,
+    an API server that refuses watches) left the worker on the periodic re-read, every 30 s
+    by default, with nothing but a log line to say so."""
+    session = new_session(lease_ms=30_000)
+    worker_metrics = sdk_metrics.WorkerMetrics()
+    worker_metrics.observe(session, Keeper(), Watch())
+    samples, types = parsed(worker_metrics.render())
+    assert value(samples, "kooper_worker_assignment_watch_failures_total") == 3
+    assert types["kooper_worker_assignment_watch_failures"] == "counter"

@@ -273,7 +273,7 @@ class Worker:
                     if configmap is not None:
                         self._offer(configmap)
         self._run_actions()
-        self.metrics.observe(self.session, self.keeper)
+        self.metrics.observe(self.session, self.keeper, self.watch)
         self._ready = self.session.state in member.LIVE_STATES and not self.session.fenced
 
     def leave(self) -> None:

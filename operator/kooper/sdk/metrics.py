@@ -141,6 +141,12 @@ class LeaseView(Protocol):
     renewal_failures: int
 
 
+class WatchView(Protocol):
+    """What ``observe`` reads from a ``sdk.watch.AssignmentWatch``."""
+
+    failures: int
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Snapshot:
     member_state: str = member.MemberState.UNJOINED.value
@@ -153,6 +159,7 @@ class _Snapshot:
     fencings: int = 0
     renewals: int = 0
     renewal_failures: int = 0
+    watch_failures: int = 0
 
 
 def resource_states(session: sdk_session.Session) -> dict[str, str]:
@@ -222,8 +229,10 @@ class WorkerMetrics:
 
         return run
 
-    def observe(self, session: sdk_session.Session, lease: LeaseView | None = None) -> None:
-        """Take the session's (and Lease keeper's) state: call it from the session's thread."""
+    def observe(self, session: sdk_session.Session, lease: LeaseView | None = None,
+                watch: WatchView | None = None) -> None:
+        """Take the session's (and the Lease keeper's and assignment watch's) state: call it
+        from the session's thread."""
         snapshot = _Snapshot(
             member_state=session.state.value,
             resources=resource_counts(session),
@@ -232,6 +241,7 @@ class WorkerMetrics:
             fencings=session.fencings,
             renewals=lease.renewals if lease is not None else 0,
             renewal_failures=lease.renewal_failures if lease is not None else 0,
+            watch_failures=watch.failures if watch is not None else 0,
         )
         with self._lock:
             self._snapshot = snapshot
@@ -271,6 +281,11 @@ class WorkerMetrics:
             Family("kooper_worker_lease_renewal_failures_total", "counter",
                    "Renewals of the member Lease that failed",
                    (("kooper_worker_lease_renewal_failures_total", (), snap.renewal_failures),)),
+            Family("kooper_worker_assignment_watch_failures_total", "counter",
+                   "Watches of the member's ConfigMap that failed (each followed by a "
+                   "backoff and a relist; the periodic re-read still delivers meanwhile)",
+                   (("kooper_worker_assignment_watch_failures_total", (),
+                     snap.watch_failures),)),
             Family("kooper_worker_callback_exceptions_total", "counter",
                    "Callbacks that raised, by callback",
                    tuple(("kooper_worker_callback_exceptions_total", (("callback", c),), n)

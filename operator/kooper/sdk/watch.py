@@ -81,6 +81,9 @@ class AssignmentWatch:
         self.expired = 0
         """Watches the server ended with 410 Gone (each followed by a relist)."""
         self.last_error = ""
+        self.failures = 0
+        """Watches (or lists) that failed, each followed by a backoff and a relist
+        (``kooper_worker_assignment_watch_failures_total``)."""
         self.rereads = 0
         """Re-reads that answered (found or not found)."""
 
@@ -167,6 +170,7 @@ class AssignmentWatch:
                 if self._stop.is_set():
                     return
                 self.last_error = str(exc)
+                self.failures += 1
                 # A 429's Retry-After (capped by ``wire``) is the least the server asks for.
                 asked = exc.retry_after_s if isinstance(exc, apierrors.ApiError) else None
                 wait = max(backoff, asked or 0.0)
