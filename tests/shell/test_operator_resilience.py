@@ -247,3 +247,24 @@ def test_a_forward_jump_of_the_operator_s_clock_departs_no_member(
     assert events(emulated, "MemberDeparted") == []
     assert group_status(emulated)["members"]["count"] == 2
     assert fleet.owned() == before
+
+
+def test_a_workergroup_status_wiped_by_someone_else_is_written_again(emulated, fleet, operator):
+    """Someone replaces the WorkerGroup's status (``kubectl edit --subresource=status``, a
+    backup tool): the persisted state, the delay deadline and the conditions are gone. A
+    status change alone woke nothing, and the next round's patch was computed from what the
+    operator last wrote, so it sent nothing: the status stayed empty (``kubectl wait
+    --for=condition=Ready`` hung) until the group's work changed."""
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    operator.quiet_after(1)
+    body = emulated.get("workergroups", "wg", namespace="default")
+    body["status"] = {}
+    emulated.replace("workergroups", "wg", body, namespace="default", subresource="status")
+    assert group_status(emulated) == {}
+    wait_for(lambda: condition(group_status(emulated), "Ready").get("status") == "True",
+             what="the status written again")
+    assert group_status(emulated)["state"]
+    assert settled(fleet, emulated, resources=3, members=1)

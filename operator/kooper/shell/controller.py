@@ -232,13 +232,16 @@ class Shell:
     # --- groups -----------------------------------------------------------------------
 
     def group_seen(self, namespace: str, name: str, *, deleted: bool, uid: str = "",
-                   generation: int = 0) -> rounds.GroupRunner | None:
+                   generation: int = 0, resource_version: str = "",
+                   status: Mapping[str, Any] | None = None) -> rounds.GroupRunner | None:
         """Create the group's runner on first sight and poke it; forget it when deleted.
 
         A change of the status alone (our own patch coming back) pokes nobody: only a
         new object or a new spec generation does, and it pokes the namespace's other
         groups too (a selector that now matches their pods, or no longer does:
-        ``control.elsewhere.taken``).
+        ``control.elsewhere.taken``). A status someone else wrote (``status``, at
+        ``resource_version``: ``GroupRunner.status_seen``) pokes the group, which
+        writes its status again.
         """
         key = (namespace, name)
         if deleted:
@@ -265,6 +268,8 @@ class Shell:
             self.poke_namespace(namespace)
         elif runner.fencing:
             runner.poke()
+        elif status is not None and runner.status_seen(resource_version, status):
+            runner.poke()  # Someone else wrote the status: it is written again.
         self._groups[key] = (uid, generation)
         return runner
 

@@ -109,7 +109,9 @@ def register(registry: kopf.OperatorRegistry, *, login: bool = True) -> None:
         meta = body.get("metadata", {})
         _shell(memo).group_seen(meta.get("namespace", ""), meta.get("name", ""),
                                 deleted=type == "DELETED", uid=str(meta.get("uid", "")),
-                                generation=int(meta.get("generation") or 0))
+                                generation=int(meta.get("generation") or 0),
+                                resource_version=str(meta.get("resourceVersion", "")),
+                                status=dict(body.get("status") or {}))
 
     @kopf.on.event(views.GROUP, views.VERSION, "connectors", registry=registry)
     async def on_connector(body: kopf.Body, type: str | None, memo: Any,

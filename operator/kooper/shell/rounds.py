@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kooper.control import liveness, rollout, status, views
@@ -137,6 +137,8 @@ class GroupRunner:
             max_wait_s=context.connector_status_max_wait_s, retry_s=context.retry_s,
             epoch=context.leader_epoch, on_lost=context.on_lost)
         self.wake_at_ms: int | None = None
+        self.replan = False
+        """Plan the next round even if its inputs look the same as the last one's."""
         self.task: asyncio.Task[None] | None = None
         self._reread: dict[str, tuple[liveness.Fingerprint, views.LeaseView | None]] = {}
         """Lease → (the version the watch shows, what reading it again found: None, gone)
@@ -188,6 +190,14 @@ class GroupRunner:
         if self.burst_started is None:
             self.burst_started = time.monotonic()
         self.flag.set()
+
+    def status_seen(self, resource_version: str, shown: Mapping[str, Any]) -> bool:
+        """The watch shows the WorkerGroup's status: whether someone else wrote it (it is
+        then written again whole, by a round that plans even if nothing else changed)."""
+        if not self.writer.foreign_status(resource_version, shown):
+            return False
+        self.replan = True
+        return True
 
     def start(self) -> None:
         """Start the loop as a task of the running event loop."""
@@ -398,8 +408,10 @@ class GroupRunner:
         t_read = time.perf_counter()
         now_ms = round(self.clock() * 1000)
         inputs, memory = await self.gather(group)
-        if self.ctx.connector_status and self.statuses.recreated(inputs.connectors):
+        if self.replan or (self.ctx.connector_status
+                           and self.statuses.recreated(inputs.connectors)):
             memory = memory.replace(last_key=None)  # same inputs, but a status to write
+            self.replan = False
         started = time.perf_counter()
         decided = control.step(inputs, memory, now_ms=now_ms, caches=self.caches)
         compute_s = time.perf_counter() - started

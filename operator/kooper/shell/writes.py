@@ -98,6 +98,8 @@ class Writer:
         the answer), and then what it holds is ours, not someone else's edit."""
         self.group_rv: str | None = None
         self.last_status: Mapping[str, Any] | None = None
+        self.status_versions: list[str] = []
+        """resourceVersions of the WorkerGroup after our last few status writes."""
         self._encoded: tuple[model.PlanState, dict[str, Any]] | None = None
 
     def reset(self, configmaps: Mapping[str, views.ConfigMapView],
@@ -111,6 +113,7 @@ class Writer:
         self.unanswered = {}
         self.group_rv = None
         self.last_status = None
+        self.status_versions = []
         self._encoded = None
 
     # --- edits by others ------------------------------------------------------------
@@ -363,9 +366,23 @@ class Writer:
                 return  # The group was deleted meanwhile.
             self.group_rv = str(result.get("metadata", {}).get("resourceVersion", "")) or None
             self.last_status = result.get("status") or wanted(base)
+            if self.group_rv:
+                self.status_versions = [*self.status_versions[-3:], self.group_rv]
             return
         raise apierrors.Conflict(f"WorkerGroup {self.namespace}/{self.name} status: "
                                  "still conflicting", status=409)
+
+    def foreign_status(self, resource_version: str, shown: Mapping[str, Any]) -> bool:
+        """Whether the WorkerGroup status the watch shows was written by someone else:
+        neither one of our last few writes nor what we last wrote. If so, what we wrote is
+        forgotten: the next status write starts from what the API holds."""
+        last = self.last_status
+        if last is None or resource_version in self.status_versions or \
+                status.same_status(shown, last):
+            return False
+        self.last_status = None
+        self.group_rv = None
+        return True
 
     # --- 1. deletions -------------------------------------------------------------------------
 
