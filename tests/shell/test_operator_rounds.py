@@ -265,3 +265,21 @@ def test_a_connector_deleted_and_created_again_at_once_gets_its_status(emulated,
     wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
                       or {}).get("running") == 2, what="the new Connector's status")
     assert settled(fleet, emulated, resources=3, members=1)
+
+
+def test_a_connector_status_wiped_by_someone_else_is_written_again(emulated, fleet, operator):
+    """Someone replaces a Connector's status (``kubectl edit --subresource=status``): the
+    operator remembered what it had patched, took the new status for that, and patched
+    nothing until the connector's placement changed."""
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
+                      or {}).get("running") == 2, what="the Connector's status")
+    operator.quiet_after(1)
+    body = emulated.get("connectors", "A", namespace="default")
+    body["status"] = {}
+    emulated.replace("connectors", "A", body, namespace="default", subresource="status")
+    wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
+                      or {}).get("running") == 2, what="the status written again")

@@ -456,9 +456,14 @@ def test_only_spec_and_restart_changes_wake_a_group_not_our_own_status_echoes():
 
     from kooper.shell import controller, settings
 
+    class Statuses:
+        def foreign(self, connector):
+            return False  # the status changes below are our own patches coming back
+
     class Runner:
         pokes = 0
         fencing = False
+        statuses = Statuses()
 
         def poke(self):
             self.pokes += 1

@@ -48,6 +48,8 @@ class ConnectorStatuses:
         """Per Connector, the resourceVersion our last patch returned."""
         self._uids: dict[str, str] = {}
         """Per Connector, the uid of the object the three above are about."""
+        self._own: dict[str, list[str]] = {}
+        """Per Connector, the resourceVersions our last few patches returned."""
         self.delay_s = delay_s
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
@@ -125,6 +127,8 @@ class ConnectorStatuses:
             self._uids[connector.name] = connector.uid
         for name in [n for n in self._uids if n not in present]:
             del self._uids[name]
+        for name in [n for n in self._own if n not in present]:
+            del self._own[name]
         for name in [n for n in self.patched if n not in present]:
             del self.patched[name]
         for name in [n for n in self._generations if n not in present]:
@@ -198,8 +202,9 @@ class ConnectorStatuses:
         """Patch one Connector's status from ``base`` to ``settled``; fenced: preconditioned
         on ``version``, and a 409 re-reads (a newer term there: ``LostLeadership``)."""
         if not self.epoch:
-            await self.client.patch_status("connectors", self.namespace, name,
-                                           status.merge_patch(base, settled))
+            result = await self.client.patch_status("connectors", self.namespace, name,
+                                                    status.merge_patch(base, settled))
+            self._mine(name, result)
             return
         for _ in range(5):
             self._outranked(name, base)
@@ -214,9 +219,29 @@ class ConnectorStatuses:
                 version = str(fresh.get("metadata", {}).get("resourceVersion", ""))
                 continue
             self._versions[name] = str(result.get("metadata", {}).get("resourceVersion", ""))
+            self._mine(name, result)
             return
         raise apierrors.Conflict(f"Connector {self.namespace}/{name} status: still conflicting",
                                  status=409)
+
+    def _mine(self, name: str, result: Mapping[str, Any]) -> None:
+        version = str(result.get("metadata", {}).get("resourceVersion", ""))
+        if version:
+            self._own[name] = [*self._own.get(name, ())[-3:], version]
+
+    def foreign(self, connector: views.ConnectorView) -> bool:
+        """Whether the watched status of ``connector`` was written by someone else:
+        neither one of our last few patches nor what we last patched. If so, what we
+        patched is forgotten: the next patch starts from the status the API holds."""
+        ours = self.patched.get(connector.name)
+        if ours is None or connector.uid != self._uids.get(connector.name) or \
+                connector.resource_version in self._own.get(connector.name, ()) or \
+                status.same_status(connector.status, ours):
+            return False
+        del self.patched[connector.name]
+        self._versions.pop(connector.name, None)
+        self._dirty.add(connector.name)
+        return True
 
     def _outranked(self, name: str, base: Mapping[str, Any]) -> None:
         theirs = writes.status_epoch(base)

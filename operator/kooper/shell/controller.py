@@ -347,7 +347,8 @@ class Shell:
 
         Only a new or deleted Connector, a new spec generation or a new restart value
         pokes: the operator's own status patches come back as events too, and 1,000
-        Connectors would otherwise plan 1,000 rounds for nothing.
+        Connectors would otherwise plan 1,000 rounds for nothing. A status someone else
+        wrote (``ConnectorStatuses.foreign``) pokes its group, which patches it again.
         """
         key = (connector.namespace, connector.name)
         essence = (connector.uid, connector.generation, connector.group, connector.restart)
@@ -360,6 +361,11 @@ class Shell:
         if self._connectors.get(key) != essence:
             self._connectors[key] = essence
             self.poke_namespace(connector.namespace)
+        else:
+            runner = self.runners.get((connector.namespace, connector.group))
+            if runner is not None and runner.statuses.foreign(connector):
+                runner.replan = True  # Someone else wrote its status: patched again.
+                runner.poke()
         assert self.index_views is not None
         assert self.context is not None
         if self.index_views.group(connector.namespace, connector.group) is not None:
