@@ -250,3 +250,23 @@ def test_an_invalid_spec_is_reported_on_the_group_after_a_failed_write(emulated,
     degraded = wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded"),
                         what="the condition")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidSpec")
+
+
+def test_a_configmap_whose_group_label_was_removed_is_relabelled(emulated, fleet, operator):
+    """Someone removes ``kooper.dev/group`` from a member's ConfigMap: the operator's
+    index no longer lists it, so every round read it again by name, found the text its
+    own, and left the label off (an operator restarted then found no document there)."""
+    make_group(emulated)
+    make_connector(emulated, "A", 2)
+    fleet.add("w-0")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
+    body = emulated.get("configmaps", "kooper-w-0", namespace="default")
+    del body["metadata"]["labels"]["kooper.dev/group"]
+    emulated.replace("configmaps", "kooper-w-0", body, namespace="default")
+    runner = operator.quiet_after(1)
+    steps = runner.steps_run
+    make_connector(emulated, "Z", 1, group="elsewhere")  # a round that moves nothing
+    wait_for(lambda: runner.steps_run > steps, what="a round")
+    wait_for(lambda: emulated.get("configmaps", "kooper-w-0", namespace="default")
+             ["metadata"]["labels"].get("kooper.dev/group") == "wg", what="relabelled")
+    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settled again")

@@ -159,7 +159,8 @@ class Writer:
         if fresh.text == self.unanswered.get(member):
             found[member] = "unanswered"
             self._found(fresh.text)
-        elif fresh.text != ours[1]:
+        elif fresh.text != ours[1] or (fresh.group, fresh.member) != (self.name, member):
+            # (Relabelled: out of the operator's index, and of a restarted one's restore.)
             found[member] = "edited"
             self._found(fresh.text)
         self.written[member] = (fresh.resource_version, fresh.text)
