@@ -3,7 +3,7 @@
 ``Inputs`` are the watched objects plus the few reads the shell makes for a step
 (the owners of gone pods, ConfigMaps that look edited). ``Memory`` is what a step
 hands the next, in two parts: ``Persisted``, what a leader that just started reads
-back (``restored``, from what the API holds), and ``Volatile``, what only the running
+back (``restore.restored``, from what the API holds), and ``Volatile``, what only the running
 process saw. A new fact goes in one of them, with a default, so every runner keeps
 working unchanged, and in ``Fields`` (by the same name and type), which types the
 keywords of ``Memory.of`` and ``Memory.replace``.
@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-from kooper.control import adaptive, events, failures, liveness, restarts, restore, snapshot, views
+from kooper.control import adaptive, events, failures, liveness, restarts, snapshot, views
 from kooper.control.memo import PerMember
 from kooper.control.settings import Settings, to_carry
 from kooper.core import assignor, ids, model
@@ -111,7 +111,7 @@ class Issued:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Persisted:
-    """What a restarted leader reads back (``restored``): ``status.state``, the ConfigMaps,
+    """What a restarted leader reads back (``restore.restored``): ``status.state``, the ConfigMaps,
     the Connector statuses. Every decision that must survive a restart rests on these."""
 
     state: model.PlanState = dataclasses.field(default_factory=model.PlanState)
@@ -315,44 +315,6 @@ class Wanted:
     carried: Settings
     """What the documents should carry of each (``settings.to_carry``): the same object
     while the Connectors are, so the next round finds it written (``settings.changed``)."""
-
-
-def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView], *,
-             reported: Iterable[int] = ()) -> Memory:
-    """The memory of a leader that just started: the persisted state, nothing else.
-
-    ``reported``: the generations the group's members report having applied. The next
-    generation planned must be newer than each: a WorkerGroup deleted and created again
-    under its name starts from no status and no ConfigMaps (they went with the old
-    object) while its members still hold the old one's documents, and a worker ignores
-    every document whose generation is not newer than one it accepted, so the new
-    group's documents were all ignored until its generation passed the old one's.
-    """
-    result = restore.restore(group.status.get("state"),
-                           ((member, cm.text) for member, cm in configmaps.items()),
-                           group=group.name)
-    planner = result.state
-    newest = max(reported, default=planner.generation)
-    if newest > planner.generation:
-        planner = dataclasses.replace(planner, generation=newest)
-    given = {member: (planner.incarnations.get(member, ""),
-                      assigned.union(planner.revoking.get(member, model.EMPTY)))
-             for member, assigned in planner.assignments.items()}
-    documents = {member: (planner.incarnations.get(member, ""), assigned)
-                 for member, assigned in planner.assignments.items()}
-    epochs = {member: (planner.incarnations.get(member, ""), epoch,
-                       result.member_rejoins.get(member, 0))
-              for member, epoch in result.member_epochs.items()
-              if member in planner.assignments}
-    return Memory.of(
-        state=planner, given=given, documents=documents, pod_owners=restore.owners(
-        group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
-        member_epochs=epochs, settings_written=result.settings,
-        issued=Issued(member_epoch=result.member_epoch, epoch_floor=result.epoch_floor,
-                      floor_pending=result.epoch_floor > 0,
-                      written=restore.persisted_epochs(group.status.get("state"))),
-        learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
-        terminating=restore.terminating(group.status.get("state")))
 
 
 def leased_members(group: views.GroupView, pods: Iterable[views.PodView],

@@ -20,6 +20,8 @@ import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kooper.control import adaptive, views
+from kooper.control.inputs import Issued, Memory
 from kooper.core import errors, ids, model
 from kooper.protocol import codec, messages
 
@@ -334,3 +336,41 @@ def _mapping(value: object) -> Mapping[Any, Any]:
 
 def _int(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapView], *,
+             reported: Iterable[int] = ()) -> Memory:
+    """The memory of a leader that just started: the persisted state, nothing else.
+
+    ``reported``: the generations the group's members report having applied. The next
+    generation planned must be newer than each: a WorkerGroup deleted and created again
+    under its name starts from no status and no ConfigMaps (they went with the old
+    object) while its members still hold the old one's documents, and a worker ignores
+    every document whose generation is not newer than one it accepted, so the new
+    group's documents were all ignored until its generation passed the old one's.
+    """
+    result = restore(group.status.get("state"),
+                           ((member, cm.text) for member, cm in configmaps.items()),
+                           group=group.name)
+    planner = result.state
+    newest = max(reported, default=planner.generation)
+    if newest > planner.generation:
+        planner = dataclasses.replace(planner, generation=newest)
+    given = {member: (planner.incarnations.get(member, ""),
+                      assigned.union(planner.revoking.get(member, model.EMPTY)))
+             for member, assigned in planner.assignments.items()}
+    documents = {member: (planner.incarnations.get(member, ""), assigned)
+                 for member, assigned in planner.assignments.items()}
+    epochs = {member: (planner.incarnations.get(member, ""), epoch,
+                       result.member_rejoins.get(member, 0))
+              for member, epoch in result.member_epochs.items()
+              if member in planner.assignments}
+    return Memory.of(
+        state=planner, given=given, documents=documents, pod_owners=owners(
+        group.status.get("state")), configmaps=frozenset(ids.WorkerId(m) for m in configmaps),
+        member_epochs=epochs, settings_written=result.settings,
+        issued=Issued(member_epoch=result.member_epoch, epoch_floor=result.epoch_floor,
+                      floor_pending=result.epoch_floor > 0,
+                      written=persisted_epochs(group.status.get("state"))),
+        learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
+        terminating=terminating(group.status.get("state")))

@@ -79,7 +79,6 @@ from kooper.control.inputs import (
     RolloutFacts,
     leased_members,
     owners_to_read,
-    restored,
 )
 from kooper.control.outputs import (
     Connectors,
@@ -90,6 +89,7 @@ from kooper.control.outputs import (
     WriteConfigMap,
     WriteStatus,
 )
+from kooper.control.restore import restored
 from kooper.core import ids, model
 from kooper.protocol import messages
 
