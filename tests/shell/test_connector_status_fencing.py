@@ -130,3 +130,41 @@ def test_a_connector_deleted_and_created_again_under_its_name_gets_its_status(te
     after = terms.status()
     assert after["worker"] == "b"
     assert after.get("leaderEpoch") == before.get("leaderEpoch")
+
+
+def test_connector_status_retries_back_off_while_the_api_keeps_failing(
+        emulated: cluster.EmulatedCluster, monkeypatch: pytest.MonkeyPatch):
+    """An API server that answers every status patch with 503 (an outage) is patched again
+    after ``retry_s``, doubled per failure in a row up to ``max_retry_s``, not every
+    ``retry_s``: a thousand Connectors would be a thousand patches a second. Once a patch
+    lands the next failure starts from ``retry_s`` again."""
+    make_group(emulated, GROUP)
+    make_connector(emulated, NAME, 1, group=GROUP)
+    loop = asyncio.new_event_loop()
+    client = kube.Client(Connection(server=emulated.url, insecure=True))
+    statuses = connectors.ConnectorStatuses(client, NS, delay_s=0, max_wait_s=0,
+                                            retry_s=0.01, max_retry_s=0.04)
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        if seconds:
+            waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(connectors.asyncio, "sleep", sleep)
+    emulated.fail_next_writes("connectors", 5, code=503)
+
+    async def drive() -> None:
+        statuses.queue(work(emulated, "a"), now_ms=1_000)
+        assert statuses.task is not None
+        await statuses.task  # it returns once a patch landed and nothing is queued
+
+    try:
+        loop.run_until_complete(drive())
+        assert waits == [0.01, 0.02, 0.04, 0.04, 0.04]
+        assert statuses.failures == 0
+        assert dict(emulated.get("connectors", NAME, namespace=NS)["status"])["worker"] == "a"
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()

@@ -26,7 +26,7 @@ from typing import Any
 
 from kooper.control import connector_status, failures, placement, status, step, views
 from kooper.sdk import apierrors
-from kooper.shell import kube, metrics, writes
+from kooper.shell import kube, metrics, settings, writes
 
 logger = logging.getLogger("kooper.shell")
 
@@ -35,7 +35,8 @@ class ConnectorStatuses:
     """One group's Connector statuses: what was patched, and the queue of the next patch."""
 
     def __init__(self, client: kube.Client, namespace: str, *, delay_s: float,
-                 max_wait_s: float, retry_s: float, epoch: int = 0,
+                 max_wait_s: float, retry_s: float, max_retry_s: float = 60.0,
+                 epoch: int = 0,
                  on_lost: Callable[[str], None] = lambda why: None) -> None:
         self.client = client
         self.namespace = namespace
@@ -53,6 +54,10 @@ class ConnectorStatuses:
         self.delay_s = delay_s
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
+        self.max_retry_s = max_retry_s
+        self.failures = 0
+        """Batches of patches that failed in a row: the retries back off
+        (``settings.retry_delay_s``), or an outage would be patched every ``retry_s``."""
         self.patched: dict[str, dict[str, Any]] = {}
         self._generations: dict[str, int] = {}
         self._holders = placement.Placement()
@@ -99,10 +104,14 @@ class ConnectorStatuses:
             except Exception:
                 logger.exception("%s: Connector statuses failed", self.namespace)
                 ok = False
-            if not ok:
+            if ok:
+                self.failures = 0
+            else:
                 # Retry what failed (a restart's ``observed`` must land) unless a newer
                 # round already queued its own statuses.
-                await asyncio.sleep(self.retry_s)
+                self.failures += 1
+                await asyncio.sleep(settings.retry_delay_s(self.retry_s, self.max_retry_s,
+                                                           self.failures))
                 if self._wanted is None:
                     self._wanted = wanted
 

@@ -406,7 +406,7 @@ class Shell:
         """Flag the Connector again later (``retry_s``, doubled per failure in a row, at
         most a minute): nothing else may happen to it that would call ``connector_seen``."""
         failures = self._orphan_retries[key][0] + 1 if key in self._orphan_retries else 1
-        delay = min(60.0, self.config.retry_s * 2 ** min(failures - 1, 10))
+        delay = settings.retry_delay_s(self.config.retry_s, 60.0, failures)
 
         async def retry() -> None:
             await asyncio.sleep(delay)

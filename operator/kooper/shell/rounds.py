@@ -27,7 +27,7 @@ from kooper.control import liveness, rollout, status, views
 from kooper.control import step as control
 from kooper.core import ids, model
 from kooper.sdk import apierrors
-from kooper.shell import audit, connectors, kube, metrics, warmup, writes
+from kooper.shell import audit, connectors, kube, metrics, settings, warmup, writes
 
 logger = logging.getLogger("kooper.shell")
 
@@ -135,7 +135,8 @@ class GroupRunner:
         self.statuses = connectors.ConnectorStatuses(
             context.client, namespace, delay_s=context.connector_status_delay_s,
             max_wait_s=context.connector_status_max_wait_s, retry_s=context.retry_s,
-            epoch=context.leader_epoch, on_lost=context.on_lost)
+            max_retry_s=context.max_retry_s, epoch=context.leader_epoch,
+            on_lost=context.on_lost)
         self.wake_at_ms: int | None = None
         self.replan = False
         """Plan the next round even if its inputs look the same as the last one's."""
@@ -241,8 +242,8 @@ class GroupRunner:
                 # Exponential backoff (retry_s, doubled per failure in a row, at most
                 # max_retry_s), and the WorkerGroup says so until a round succeeds.
                 self.round_failures += 1
-                delay = min(self.ctx.max_retry_s,
-                            self.ctx.retry_s * 2 ** min(self.round_failures - 1, 20))
+                delay = settings.retry_delay_s(self.ctx.retry_s, self.ctx.max_retry_s,
+                                               self.round_failures)
                 logger.exception("%s: round failed (%d in a row); retrying in %.1fs",
                                  self.key, self.round_failures, delay)
                 metrics.ROUND_ERRORS.labels(self.key).inc()
@@ -301,8 +302,7 @@ class GroupRunner:
             self.unreported = 0
             return
         self.unreported += 1
-        delay = min(self.ctx.max_retry_s,
-                    self.ctx.retry_s * 2 ** min(self.unreported - 1, 20))
+        delay = settings.retry_delay_s(self.ctx.retry_s, self.ctx.max_retry_s, self.unreported)
         self.wake_at_ms = round((self.clock() + delay) * 1000)
 
     def _involved(self, group: views.GroupView) -> dict[str, str]:

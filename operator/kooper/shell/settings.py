@@ -14,6 +14,12 @@ KUBE_API_ENV = "KOOPER_KUBE_API"
 """An API URL without authentication (the embedded cluster); overrides kubeconfig."""
 
 
+def retry_delay_s(first_s: float, max_s: float, failures: int) -> float:
+    """How long to wait after ``failures`` failures in a row: ``first_s``, doubled per
+    failure, at most ``max_s`` (every retry the operator schedules backs off so)."""
+    return min(max_s, first_s * float(2 ** min(max(failures, 1) - 1, 20)))
+
+
 def default_identity() -> str:
     """``<hostname>/<pid>-<random>``: who writes the ConfigMaps (the Assignment's
     ``leader``) and holds the leader Lease. Unique per process: in a container the pid
