@@ -96,7 +96,7 @@ class Event:
             return cls(
                 ts_ms=int(row["ts_ms"]),
                 run=str(row["run"]),
-                group=str(row.get("group", "")),
+                group=str(row.get("group", "") or ""),
                 member=str(row.get("member", "") or ""),
                 resource=str(row.get("resource", "") or ""),
                 event=Kind(row["event"]),
