@@ -35,7 +35,7 @@ from kooper.core import events, ownership
 K = events.Kind
 STOPS = ("sigstop", "freeze")
 CONTS = ("sigcont", "thaw")
-OPEN = 2**62
+OPEN = ownership.OPEN
 """The end of a run that has not ended (its process is alive and never stopped it)."""
 
 

@@ -62,7 +62,7 @@ def overlaps(rows: Iterable[events.Event]) -> list[Overlap]:
             for j, others in sorted(found.items())]
 
 
-_OPEN = 2**62
+_OPEN = ownership.OPEN
 
 
 def _name(held: ownership.Interval) -> str:
@@ -152,7 +152,7 @@ def _windows(rows: Sequence[events.Event], settle_ms: int) -> dict[str, list[tup
                 (open_since.pop(row.member), row.ts_ms + settle_ms)
             )
     for member, since in open_since.items():
-        out.setdefault(member, []).append((since, 2**62))
+        out.setdefault(member, []).append((since, _OPEN))
     return out
 
 

@@ -238,3 +238,12 @@ def test_a_resource_and_a_member_are_named_within_their_group():
     rows = [*steady(), there(12, K.START, "w-9", "A-0"), there(20, K.LEAVE, "w-0"),
             ev(30, K.START, "w-1", "A-0")]
     assert invariants.overlaps(rows) == [invariants.Overlap(30, "A-0", ("w-0", "w-1"))]
+
+
+def test_a_resource_still_running_at_a_timestamp_beyond_2_to_the_62_is_held():
+    # ts_ms is any signed 64-bit long (docs/events.md): a start that nothing ended
+    # holds the resource past every later row, however late the clock reads.
+    late = 2**62 + 1000
+    rows = [ev(late, K.START, "w-0", "A-0"), ev(late + 100, K.START, "w-1", "A-0")]
+    assert invariants.overlaps(rows) == [invariants.Overlap(late + 100, "A-0", ("w-0", "w-1"))]
+    assert invariants.running_at_end(rows) == {"A-0": {"w-0", "w-1"}}

@@ -150,3 +150,12 @@ def test_a_start_and_its_stop_written_in_one_millisecond_end_the_run():
         ("a.1", 100, "stop"), ("b.1", log.OPEN, "open")]
     assert log.overlaps(runs) == []
     assert log.lost(runs, ["x"]) == []
+
+
+def test_an_open_run_started_beyond_2_to_the_62_still_overlaps():
+    # ts_ms is any signed 64-bit long: an open run must end after every one of them.
+    late = 2**62 + 1000
+    rows = {"a.1": [row(late, "a", K.START, "x")], "b.1": [row(late + 100, "b", K.START, "x", 2)]}
+    [overlap] = log.overlaps(log.runs(rows, []))
+    assert (overlap.from_ms, overlap.to_ms) == (late + 100, log.OPEN)
+    assert log.lost(log.runs(rows, []), ["x"]) == ["x"]  # run twice at the end

@@ -65,3 +65,11 @@ def test_the_simulators_log_check_ends_a_run_only_at_its_stop():
         assert chaos.check_log(log, last_fault_ms=0, delay_ms=0, end_ms=0) == [
             "log: t=5 c00-0 started on b while a runs it"]
         assert metrics.run_metrics(log).overlaps == 0
+
+
+def test_the_simulators_log_check_holds_a_run_started_beyond_2_to_the_62():
+    # ts_ms is any signed 64-bit long: a run nothing ended holds past every row.
+    late = 2**62 + 1000
+    assert chaos.check_log([start(late, "a"), start(late + 5, "b")], last_fault_ms=late,
+                           delay_ms=0, end_ms=late) == [
+        f"log: t={late + 5} c00-0 started on b while a runs it"]

@@ -28,6 +28,10 @@ class Interval(NamedTuple):
     end_ms: int
 
 
+OPEN = 2**63
+"""The end of an interval nothing ended: after every ``ts_ms`` a row can hold (a signed
+64-bit long, ``docs/events.md``), so it holds past the log's last row however late."""
+
 Held = tuple[Hashable, str, int, int]
 """An ``Interval`` or a plain tuple of the same fields (cheaper to build in bulk)."""
 

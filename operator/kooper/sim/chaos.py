@@ -176,7 +176,7 @@ def _holdings(events: Sequence[ev.Event]) -> list[ownership.Interval]:
     return out
 
 
-_OPEN = 2**62
+_OPEN = ownership.OPEN
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
