@@ -65,6 +65,14 @@ REJOIN_START: list[Row] = [
     (200, "a", "", "join"), (200, "a", "r", "start"), (300, "", "", "round"),
 ]
 
+# b starts r at the log's last row while a, which never stopped it, still runs it;
+# c starts and stops q there while a runs it: a hand-over (stop first) would be none.
+END_START: list[Row] = [
+    (0, "a", "r", "start"), (0, "a", "q", "start"), (50, "a", "q", "stop"),
+    (100, "b", "r", "start"), (100, "c", "q", "start"), (100, "c", "q", "stop"),
+    (100, "b", "s", "start"), (100, "d", "s", "start"),
+]
+
 # Stop on a and start on b at the same instant.
 INSTANT: list[Row] = [
     (0, "a", "r", "start"), (100, "a", "r", "stop"), (100, "b", "r", "start"),
@@ -142,6 +150,7 @@ SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
     "balance": (BALANCE, "compatible", "kooper"),
     "timeline": ([*HANDOVER, (1500, "a", "q", "start")], "compatible", "kooper"),
     "quiet": (QUIET, "compatible", "kooper"),
+    "end_start": (END_START, "compatible", "kooper"),
 }
 SCENARIOS.update(
     {

@@ -103,6 +103,24 @@ def test_resource_running_on_two_members_is_listed_as_an_overlap(tables):
     assert (m["overlaps"], m["overlap_ms"], m["total_pause_ms"], m["moves"]) == (1, 300, 0, 1)
 
 
+def test_a_start_on_the_logs_last_row_overlaps_what_still_runs_there(tables):
+    # The end of the log cuts a's interval of r: a still runs r at the last row, so b
+    # starting r there runs it twice though b's own interval is empty; so do b and d
+    # both starting s there. q is no overlap: c's stop at 100 comes before its start
+    # (same-instant order), but a had stopped q at 50.
+    assertDataFrameEqual(
+        rows(tables, "overlaps", "end_start", "resource", "member", "other_member",
+             "start_ms", "end_ms"),
+        [R(resource="r", member="b", other_member="a", start_ms=100, end_ms=100),
+         R(resource="s", member="d", other_member="b", start_ms=100, end_ms=100)],
+    )
+    m = metric(tables, "end_start")
+    assert (m["overlaps"], m["overlap_ms"]) == (2, 0)
+    events = scenarios.to_events(scenarios.END_START, run="end_start",
+                                 protocol="compatible", policy="kooper")
+    assert metrics.run_metrics(events).overlaps == 2
+
+
 def test_eager_stops_on_undisturbed_members_count_as_undisturbed_pause(tables):
     assertDataFrameEqual(
         rows(tables, "resources", "eager_kill", "resource", "pause_ms", "moves", "undisturbed"),

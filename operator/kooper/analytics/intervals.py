@@ -10,14 +10,16 @@ from kooper.core import events as event_kinds
 
 
 def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
-    """Spans ``[start_ms, end_ms)`` in which a member ran a resource (``schema.INTERVALS``).
+    """Spans ``[start_ms, end_ms)`` in which a member ran a resource (``schema.INTERVALS``),
+    with ``cut``: whether the run's end cut the span (the member still ran it then).
 
     A ``start`` ends at the first of: the next ``start``/``stop`` of the same
     resource on the same member, if it comes before the member rejoins (so a
     member that left but still stops the resource later, a zombie, shows as
     running until then); otherwise the member's next ``leave`` or ``join``;
-    otherwise the run's last event. Empty spans are dropped; a ``stop``
-    without an earlier ``start`` is ignored.
+    otherwise the run's last event. Empty spans are dropped, but for those begun
+    at the run's last event (cut there: ``overlaps`` needs them, ``nonempty`` drops
+    them); a ``stop`` without an earlier ``start`` is ignored.
     """
     ranked = events.withColumn("k", eventlog.kind_order())
     same_place = sql.Window.partitionBy(*eventlog.sort_key(*eventlog.RESOURCE, "member")).orderBy(
@@ -43,15 +45,22 @@ def intervals(events: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
     end = F.when(own_end, F.col("next_ms")).otherwise(
         F.least("leave_ms", "rejoin_ms", "run_end_ms")
     )
+    cut = ~own_end & F.col("leave_ms").isNull() & F.col("rejoin_ms").isNull()
     return (
         spans.select(
             *eventlog.RESOURCE,
             "member",
             F.col("ts_ms").alias("start_ms"),
             F.least(end, F.col("run_end_ms")).alias("end_ms"),
+            cut.alias("cut"),
         )
-        .where(F.col("end_ms") > F.col("start_ms"))
+        .where((F.col("end_ms") > F.col("start_ms")) | F.col("cut"))
     )
+
+
+def nonempty(spans: sql.DataFrame) -> sql.DataFrame:
+    """``schema.INTERVALS`` of ``intervals``: the spans that are not empty."""
+    return spans.where(F.col("end_ms") > F.col("start_ms")).drop("cut")
 
 
 _JOIN_RANK = event_kinds.SAME_INSTANT_ORDER[event_kinds.Kind.JOIN]
@@ -165,6 +174,10 @@ def segments(spans: sql.DataFrame, bounds: sql.DataFrame) -> sql.DataFrame:
 def overlaps(spans: sql.DataFrame) -> sql.DataFrame:
     """``schema.OVERLAPS``: each interval that began while another member ran the resource.
 
+    ``spans`` are ``intervals``, ``cut`` ones included: one the run's end cut still
+    runs at that end, so one begun there (empty as it is) overlaps it, with an empty
+    span.
+
     ``core.ownership.overlaps`` in PySpark, over the drill intervals (the simulator's
     metrics ask that function; ``tests/analytics/test_against_simulator.py`` holds the
     two to the same counts).
@@ -178,15 +191,18 @@ def overlaps(spans: sql.DataFrame) -> sql.DataFrame:
     so_far = by_start.rowsBetween(sql.Window.unboundedPreceding, sql.Window.currentRow)
     # The running max up to the previous row, as lag() of the running max: a
     # frame ending at -1 is noticeably slower in Spark than this pair.
+    # A cut span reaches one past the run's end: it still runs there.
+    reach = F.col("end_ms") + F.col("cut").cast("long")
     return (
-        spans.withColumn("upto", F.max(F.struct(F.col("end_ms"), F.col("member"))).over(so_far))
+        spans.withColumn("upto", F.max(F.struct(reach.alias("reach"), F.col("member")))
+                         .over(so_far))
         .withColumn("latest", F.lag("upto").over(by_start))
-        .where(F.col("latest.end_ms") > F.col("start_ms"))
+        .where(F.col("latest.reach") > F.col("start_ms"))
         .select(
             *eventlog.RESOURCE,
             "member",
             F.col("latest.member").alias("other_member"),
             "start_ms",
-            F.least("end_ms", "latest.end_ms").alias("end_ms"),
+            F.least("end_ms", "latest.reach").alias("end_ms"),
         )
     )

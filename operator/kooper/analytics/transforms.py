@@ -73,12 +73,13 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool
         return df.persist(storagelevel.StorageLevel.MEMORY_AND_DISK)
 
     bounds = keep(runs.bounds(events))
-    spans = keep(intervals.intervals(events, bounds))
+    reached = keep(intervals.intervals(events, bounds))
+    spans = intervals.nonempty(reached)
     segs = keep(intervals.segments(spans, bounds))
     calm = resources.undisturbed(spans, resources.disturbed_members(events))
     held = intervals.paused(events, spans) if flips else None
     per_resource = keep(resources.stats(segs, resources.moves(events), calm, held))
-    overlapping = keep(intervals.overlaps(spans))
+    overlapping = keep(intervals.overlaps(reached))
     per_round = keep(balance.imbalance(events, spans, bounds))
     converged = runs.convergence(events)
     steps = timeline.running(segs, bounds)
@@ -92,5 +93,5 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool
         metrics=runs.metrics(events, per_resource, overlapping, per_round, converged),
         bounds=bounds,
         disruptions=resources.disruptions(events),
-        cached=(bounds, spans, segs, per_resource, overlapping, per_round),
+        cached=(bounds, reached, segs, per_resource, overlapping, per_round),
     )

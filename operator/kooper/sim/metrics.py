@@ -23,7 +23,8 @@ The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
   disturbed; ``undisturbed_pause_ms`` sums their pauses.
 * A *move* is a ``start`` on a member other than the one that last started it.
 * An *overlap* is an interval that began while another member still ran the
-  resource (counted per interval).
+  resource (counted per interval); one the end of the run cut still runs there, so
+  a start on the run's last row overlaps it.
 * ``rounds`` counts ``round`` events; ``converge_ms`` runs from the first
   disruption (first ``leave``, else first ``stop``) to the last ``start``
   (0 if that comes first, ``None`` without a disruption).
@@ -101,7 +102,10 @@ def _cut(ordered: list[ev.Event], end_ms: int | None) -> list[ev.Event]:
     return ordered if end_ms is None else [e for e in ordered if e.ts_ms <= end_ms]
 
 
-def _spans(ordered: Sequence[ev.Event], end_ms: int | None) -> list[Span]:
+def _spans(ordered: Sequence[ev.Event], end_ms: int | None, *,
+           cut_empty: bool = False) -> list[Span]:
+    """Every interval, empty ones dropped; with ``cut_empty``, those begun at the run's end
+    are kept (empty, and cut): the member still runs the resource there."""
     if not ordered and end_ms is None:
         return []
     run_end = ordered[-1].ts_ms if end_ms is None else end_ms
@@ -113,7 +117,7 @@ def _spans(ordered: Sequence[ev.Event], end_ms: int | None) -> list[Span]:
     def close(place: tuple[str, str, str], end: int, *, cut: bool = False) -> None:
         start, _ = open_.pop(place)
         end = min(end, run_end)
-        if end > start:
+        if end > start or (cut and cut_empty):
             spans.append(((place[0], place[2]), place[1], start, end, cut))
 
     for e in ordered:
@@ -192,9 +196,14 @@ def _paused(ordered: Sequence[ev.Event], spans: Sequence[Span]) -> list[tuple[in
 
 def _overlaps(spans: Sequence[Span], *, since_ms: int) -> int:
     """Intervals that began (at or after ``since_ms``) while an earlier one still ran
-    (``core.ownership``; spans of one place never overlap, so another member's)."""
-    intervals = [(key, member, start, end)
-                 for key, member, start, end, _ in sorted(spans, key=lambda s: (s[0], s[2], s[1]))]
+    (``core.ownership``; spans of one place never overlap, so another member's).
+
+    An interval the run's end cut still runs at that end (one past it, here): one begun
+    there, empty as it is, overlaps it.
+    """
+    intervals = [(key, member, start, end + 1 if cut else end)
+                 for key, member, start, end, cut
+                 in sorted(spans, key=lambda s: (s[0], s[2], s[1]))]
     later = {j for _, j in ownership.overlaps(intervals)}
     return sum(1 for j in later if intervals[j][2] >= since_ms)
 
@@ -220,7 +229,8 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         return RunMetrics("", "", "", 0, 0, 0, 0, 0, 0, 0, 0, 0, None)
     run_end = ordered[-1].ts_ms if end_ms is None else end_ms
     since = ordered[0].ts_ms if start_ms is None else start_ms
-    spans = _spans(ordered, end_ms)
+    at_end = _spans(ordered, end_ms, cut_empty=True)
+    spans = [span for span in at_end if span[3] > span[2]]
     # Each stretch without a runner, clipped to the window.
     pauses = {
         key: [b - max(a, since) for a, b in stretches if b > max(a, since)]
@@ -269,7 +279,7 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         undisturbed_resources=sum(1 for key in pauses if calm.get(key, True)),
         undisturbed_pause_ms=sum(sum(p) for key, p in pauses.items() if calm.get(key, True)),
         moves=moves,
-        overlaps=_overlaps(spans, since_ms=since),
+        overlaps=_overlaps(at_end, since_ms=since),
         rounds=sum(1 for e in windowed if e.event is ev.Kind.ROUND),
         converge_ms=converge,
         running_at_end=len(_still_running(spans)),
