@@ -1,5 +1,9 @@
 """The event-log row: pause and resume kinds, and the same-instant order of every kind."""
 
+import json
+
+import pytest
+
 from kooper.core import events
 
 
@@ -32,3 +36,38 @@ def test_json_nulls_in_optional_columns_take_the_defaults_like_missing_ones():
     missing = '{"ts_ms":0,"run":"r","member":"a","resource":"T-0","event":"start"}'
     assert list(events.load_lines([written])) == list(events.load_lines([missing]))
     assert next(events.load_lines([written])).group == ""
+
+
+def _row(ts: object, event: str, member: str = "", resource: str = "",
+         **extra: object) -> dict[str, object]:
+    return {"ts_ms": ts, "run": "r", "group": "g", "member": member, "resource": resource,
+            "event": event, **extra}
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (_row(5, "join"), "a join row without 'member'"),
+        (_row(5, "start", "a"), "a start row without 'resource'"),
+        (_row(5, "stop", resource="A-0"), "a stop row without 'member'"),
+        (_row(5, "pause", resource="A-0"), "a pause row without 'member'"),
+        (_row(5, "teleport", "a"), "unknown event 'teleport' (expected one of start, stop,"),
+        ({"ts_ms": 5, "event": "round"}, "column 'run' is missing"),
+        ({"ts_ms": 5, "run": None, "event": "round"}, "column 'run' is missing"),
+        (_row("100", "round"), "column 'ts_ms' is '100', expected an integer"),
+        (_row(100.9, "round"), "column 'ts_ms' is 100.9, expected an integer"),
+        (_row(True, "round"), "column 'ts_ms' is True, expected an integer"),
+        (_row(2**63, "round"), "column 'ts_ms' is 9223372036854775808, expected an integer"),
+        (_row(5, "round", generation=1.0), "column 'generation' is 1.0, expected an integer"),
+        (_row(5, "start", 7, "A-0"), "column 'member' is 7, expected a string"),
+        ([1, 2], "not a JSON object (a list)"),
+    ],
+)
+def test_load_lines_rejects_every_row_kooper_analyze_rejects(bad, message):
+    # docs/events.md, "Checked before Spark starts": the Python readers (e2e invariants,
+    # the recorder) must not read a row analyze refuses, e.g. 100.9 as 100 or a start
+    # without a member as member "".
+    lines = [json.dumps(_row(0, "round")), json.dumps(bad)]
+    with pytest.raises(ValueError, match=r"^line 2: ") as caught:
+        list(events.load_lines(lines))
+    assert message in str(caught.value)

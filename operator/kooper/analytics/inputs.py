@@ -40,12 +40,12 @@ AUDIT_SUFFIXES = (".audit.jsonl", ".audit.json")
 REPORT_MARKERS = ("report.md", "metrics.parquet")
 """A folder holding both is an earlier ``kooper analyze`` output: skipped."""
 
-LONG_COLUMNS = ("ts_ms", "generation", "epoch")
-STRING_COLUMNS = ("run", "group", "member", "resource", "event", "protocol", "policy")
-REQUIRED = ("ts_ms", "run", "event")
+LONG_COLUMNS = events.LONG_COLUMNS
+STRING_COLUMNS = events.STRING_COLUMNS
+REQUIRED = events.REQUIRED
 KINDS: tuple[str, ...] = tuple(str(kind) for kind in events.Kind)
-NEEDS_MEMBER = frozenset({"start", "stop", "pause", "resume", "join", "leave"})
-NEEDS_RESOURCE = frozenset({"start", "stop", "pause", "resume"})
+NEEDS_MEMBER = events.NEEDS_MEMBER
+NEEDS_RESOURCE = events.NEEDS_RESOURCE
 FLIPS = frozenset({"pause", "resume"})
 OPERATOR_KINDS = ("round", "join", "leave")
 """The audit-log rows that count (the rest is the operator's intent)."""
@@ -54,7 +54,6 @@ LIFECYCLE_KINDS = ("join", "leave")
 
 BIG_FILE = 64 << 20
 """Files from this size on get a progress line of their own while they are checked."""
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 Progress = Callable[[str], None]
 
@@ -181,36 +180,9 @@ def find(paths: Sequence[str], *, exclude: Path | None = None) -> Found:
 # -- one JSON line ---------------------------------------------------------------------------
 
 
-def row_problem(row: object) -> str | None:
-    """Why one decoded JSON value is not an event row, or ``None`` if it is one."""
-    if not isinstance(row, dict):
-        return f"not a JSON object (a {type(row).__name__})"
-    for column in LONG_COLUMNS:
-        value = row.get(column)
-        if value is not None and (
-            not isinstance(value, int) or isinstance(value, bool)
-            or not _LONG_MIN <= value <= _LONG_MAX
-        ):
-            return f"column {column!r} is {value!r}, expected an integer"
-    for column in STRING_COLUMNS:
-        value = row.get(column)
-        if value is not None and not isinstance(value, str):
-            return f"column {column!r} is {value!r}, expected a string"
-    for column in REQUIRED:
-        if row.get(column) is None:
-            return f"column {column!r} is missing"
-    return kind_problem(row["event"], row.get("member"), row.get("resource"))
-
-
-def kind_problem(kind: str, member: str | None, resource: str | None) -> str | None:
-    """Why a row of this ``event`` kind is incomplete (unknown kind, no member/resource)."""
-    if kind not in KINDS:
-        return f"unknown event {kind!r} (expected one of {', '.join(KINDS)})"
-    if kind in NEEDS_MEMBER and not member:
-        return f"a {kind} row without 'member'"
-    if kind in NEEDS_RESOURCE and not resource:
-        return f"a {kind} row without 'resource'"
-    return None
+row_problem = events.row_problem
+"""Why one decoded JSON value is not an event row (``events.row_problem``)."""
+kind_problem = events.kind_problem
 
 
 def _lines(path: str) -> Iterator[tuple[int, str]]:

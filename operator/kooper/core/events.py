@@ -64,6 +64,55 @@ COLUMNS: tuple[str, ...] = (
 """Column order of the event log (Parquet and JSON lines)."""
 
 
+LONG_COLUMNS = ("ts_ms", "generation", "epoch")
+"""Integer columns: signed 64-bit longs."""
+STRING_COLUMNS = ("run", "group", "member", "resource", "event", "protocol", "policy")
+REQUIRED = ("ts_ms", "run", "event")
+"""Columns every row has (not null); the others default (``Event``'s defaults)."""
+NEEDS_MEMBER = frozenset({"start", "stop", "pause", "resume", "join", "leave"})
+NEEDS_RESOURCE = frozenset({"start", "stop", "pause", "resume"})
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def row_problem(row: object) -> str | None:
+    """Why one decoded JSON value is not an event row (``docs/events.md``), or ``None``.
+
+    Every reader asks this: ``kooper analyze`` before Spark starts, and ``Event.from_row``
+    (so the Python checks read no row that analyze refuses).
+    """
+    if not isinstance(row, Mapping):
+        return f"not a JSON object (a {type(row).__name__})"
+    for column in LONG_COLUMNS:
+        value = row.get(column)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool)
+            or not _LONG_MIN <= value <= _LONG_MAX
+        ):
+            return f"column {column!r} is {value!r}, expected an integer"
+    for column in STRING_COLUMNS:
+        value = row.get(column)
+        if value is not None and not isinstance(value, str):
+            return f"column {column!r} is {value!r}, expected a string"
+    for column in REQUIRED:
+        if row.get(column) is None:
+            return f"column {column!r} is missing"
+    return kind_problem(row["event"], row.get("member"), row.get("resource"))
+
+
+def kind_problem(kind: str, member: str | None, resource: str | None) -> str | None:
+    """Why a row of this ``event`` kind is incomplete (unknown kind, no member/resource)."""
+    if kind not in _KINDS:
+        return f"unknown event {kind!r} (expected one of {', '.join(_KINDS)})"
+    if kind in NEEDS_MEMBER and not member:
+        return f"a {kind} row without 'member'"
+    if kind in NEEDS_RESOURCE and not resource:
+        return f"a {kind} row without 'resource'"
+    return None
+
+
+_KINDS: tuple[str, ...] = tuple(str(kind) for kind in Kind)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Event:
     """One row of the event log."""
@@ -91,26 +140,29 @@ class Event:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Event:
-        """Parse a row; raises ``ValueError``/``KeyError`` naming the bad column."""
-        try:
-            return cls(
-                ts_ms=int(row["ts_ms"]),
-                run=str(row["run"]),
-                group=str(row.get("group", "") or ""),
-                member=str(row.get("member", "") or ""),
-                resource=str(row.get("resource", "") or ""),
-                event=Kind(row["event"]),
-                generation=_int_or(row.get("generation"), -1),
-                epoch=_int_or(row.get("epoch"), -1),
-                protocol=str(row.get("protocol", "") or ""),
-                policy=str(row.get("policy", "") or ""),
-            )
-        except KeyError as exc:
-            raise ValueError(f"missing column {exc.args[0]!r}") from exc
+        """Parse a row; raises ``ValueError`` saying what does not fit (``row_problem``).
+
+        Missing optional columns and nulls take their defaults.
+        """
+        problem = row_problem(row)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(
+            ts_ms=row["ts_ms"],
+            run=row["run"],
+            group=row.get("group") or "",
+            member=row.get("member") or "",
+            resource=row.get("resource") or "",
+            event=Kind(row["event"]),
+            generation=_or(row.get("generation"), -1),
+            epoch=_or(row.get("epoch"), -1),
+            protocol=row.get("protocol") or "",
+            policy=row.get("policy") or "",
+        )
 
 
-def _int_or(value: object, default: int) -> int:
-    return default if value is None else int(str(value))
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def dump_lines(events: Iterable[Event]) -> Iterator[str]:
