@@ -265,3 +265,19 @@ def test_html_report_renders_in_headless_chromium(analyzed, tmp_path):
     pixels = image.imread(shot)
     assert pixels.shape[:2] == (2000, 1280)
     assert pixels[..., :3].std() > 0.05  # tables and plots drawn, not a blank page
+
+
+def test_rows_repeated_in_a_run_of_one_file_are_kept_beside_a_run_of_several(spark, tmp_path):
+    # docs/events.md, "Rows repeated across files": only a run that spans several files
+    # loses rows identical in every column; "a run in one file is read as is", whatever
+    # the other runs beside it do.
+    def row(ts: int, run: str, kind: str, member: str = "", resource: str = "") -> str:
+        return json.dumps({"ts_ms": ts, "run": run, "member": member, "resource": resource,
+                           "event": kind}) + "\n"
+
+    (tmp_path / "one.jsonl").write_text(row(0, "one", "round") * 2 + row(5, "one", "round"))
+    (tmp_path / "two-a.jsonl").write_text(row(0, "two", "round") * 2)
+    (tmp_path / "two-b.jsonl").write_text(row(0, "two", "round"))
+    got = job.read_events(spark, job.find_inputs([str(tmp_path)]))
+    assert sorted((row["run"], row["ts_ms"]) for row in got.collect()) == [
+        ("one", 0), ("one", 0), ("one", 5), ("two", 0)]

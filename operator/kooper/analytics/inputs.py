@@ -79,6 +79,8 @@ class Inputs:
     """Every row was checked here (no remote URI): Spark need not check them again."""
     dedupe: bool = False
     """Some run spans several files: drop rows repeated across them."""
+    spanning: tuple[str, ...] = ()
+    """The runs that span several files, when ``checked`` (else any run may)."""
     rows: int = 0
     """Rows of the event logs (audit logs not counted), when ``checked``."""
     flips: bool = True
@@ -375,6 +377,7 @@ def check(found: Found, *, progress: Progress | None = None) -> Inputs:
         json=found.json, parquet=found.parquet, audits=audits, checked=not remote,
         dedupe=any(count > 1 for count in files_per_run.values())
         or (remote and len(found.json) + len(found.parquet) + len(audits) > 1),
+        spanning=tuple(sorted(run for run, count in files_per_run.items() if count > 1)),
         rows=rows, runs=tuple(sorted(files_per_run)),
         flips=remote or any(summary.flips for summary in logs.values()),
     )

@@ -275,7 +275,14 @@ def read_events(
         rows = rows.where(~lifecycle).unionByName(
             rows.where(lifecycle).join(F.broadcast(recorded), "run", "left_anti"))
         events = events.unionByName(rows)
-    return events.dropDuplicates() if found.dedupe else events
+    if not found.dedupe:
+        return events
+    if not found.checked:
+        return events.dropDuplicates()
+    # Only a run that spans several files repeats rows across them; a run in one file
+    # is read as is (docs/events.md), its own repeated rows included.
+    spanning = F.col("run").isin(*found.spanning)
+    return events.where(spanning).dropDuplicates().unionByName(events.where(~spanning))
 
 
 def _checked(
