@@ -10,7 +10,7 @@ resource from its ``start`` to its next ``start`` or ``stop`` of it, unless the 
 joins again first; then to its ``leave`` (when no ``stop`` was seen) or its next ``join``
 (a restarted member runs nothing it did not start again). A member that left but stops
 the resource later (a zombie) runs it until that ``stop``. Resources and members are named
-within their ``group``. Rows with the same timestamp are applied in
+within their ``run`` and ``group``. Rows with the same timestamp are applied in
 ``events.SAME_INSTANT_ORDER`` (stops first), so a move seen within one poll (stop here,
 start there) is not an overlap.
 """
@@ -66,40 +66,42 @@ _OPEN = ownership.OPEN
 
 
 def _name(held: ownership.Interval) -> str:
-    """The resource of a ``holdings`` interval, without its group."""
-    _, resource = cast(tuple[str, str], held.resource)
+    """The resource of a ``holdings`` interval, without its run and group."""
+    _, _, resource = cast(tuple[str, str, str], held.resource)
     return resource
 
 
 def holdings(rows: Iterable[events.Event]) -> list[ownership.Interval]:
     """Who runs what when, in the order they started (see the module docstring): each
-    interval's resource is ``(group, resource)``; one nothing ended yet ends at ``_OPEN``."""
+    interval's resource is ``(run, group, resource)``; one nothing ended yet ends at
+    ``_OPEN``."""
     out: list[ownership.Interval] = []
-    # (group, resource, member) -> the index of its open interval in ``out``
-    running: dict[tuple[str, str, str], int] = {}
-    left: dict[tuple[str, str, str], int] = {}
+    # (run, group, resource, member) -> the index of its open interval in ``out``
+    running: dict[tuple[str, str, str, str], int] = {}
+    left: dict[tuple[str, str, str, str], int] = {}
     """Open intervals whose member left since they started -> that first ``leave``."""
 
-    def end(place: tuple[str, str, str], ts_ms: int) -> None:
+    def end(place: tuple[str, str, str, str], ts_ms: int) -> None:
         index = running.pop(place, None)
         if index is not None:
             out[index] = out[index]._replace(end_ms=left.pop(place, ts_ms))
 
     for row in ordered(rows):
-        place = (row.group, row.resource, row.member)
+        place = (row.run, row.group, row.resource, row.member)
         if row.event in (Kind.START, Kind.STOP):
             left.pop(place, None)  # even after a leave: a zombie ran it until now
             end(place, row.ts_ms)
         if row.event is Kind.START:
             running[place] = len(out)
-            out.append(ownership.Interval((row.group, row.resource), row.member, row.ts_ms,
-                                          _OPEN))
-        elif row.event is Kind.LEAVE:
-            for mine in [p for p in running if p[0] == row.group and p[2] == row.member]:
-                left.setdefault(mine, row.ts_ms)
-        elif row.event is Kind.JOIN:
-            for mine in [p for p in running if p[0] == row.group and p[2] == row.member]:
-                end(mine, row.ts_ms)
+            out.append(ownership.Interval((row.run, row.group, row.resource), row.member,
+                                          row.ts_ms, _OPEN))
+        elif row.event in (Kind.LEAVE, Kind.JOIN):
+            mine = [p for p in running if p[:2] == place[:2] and p[3] == row.member]
+            for held in mine:
+                if row.event is Kind.LEAVE:
+                    left.setdefault(held, row.ts_ms)
+                else:
+                    end(held, row.ts_ms)
     for place in [p for p in running if p in left]:
         end(place, left[place])
     return out

@@ -247,3 +247,17 @@ def test_a_resource_still_running_at_a_timestamp_beyond_2_to_the_62_is_held():
     rows = [ev(late, K.START, "w-0", "A-0"), ev(late + 100, K.START, "w-1", "A-0")]
     assert invariants.overlaps(rows) == [invariants.Overlap(late + 100, "A-0", ("w-0", "w-1"))]
     assert invariants.running_at_end(rows) == {"A-0": {"w-0", "w-1"}}
+
+
+def test_a_resource_and_a_member_are_named_within_their_run():
+    # docs/events.md: "a file may hold many runs" and a resource is named by (run,
+    # group, resource): two drills' logs read together are not one drill's overlap.
+    def then(ts, kind, member="", resource=""):
+        return events.Event(ts_ms=ts, run="later", group="demo", member=member,
+                            resource=resource, event=kind)
+
+    rows = [*steady(), then(20, K.START, "w-1", "A-0"), then(25, K.LEAVE, "w-0")]
+    assert invariants.overlaps(rows) == []
+    assert invariants.running_at_end(rows)["A-0"] == {"w-0", "w-1"}
+    assert invariants.overlaps([*rows, then(30, K.START, "w-0", "A-0")]) == [
+        invariants.Overlap(30, "A-0", ("w-0", "w-1"))]
