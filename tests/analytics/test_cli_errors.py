@@ -102,3 +102,28 @@ def test_spark_that_cannot_start_is_one_error_line_and_its_log_a_file(tmp_path):
     assert f"(Spark's log: {tmp_path / 'r' / 'spark.log'})" in last
     for noise in ("Traceback", "PySparkRuntimeError", "\tat ", "WARN", "log4j"):
         assert noise not in done.stderr
+
+
+def test_spark_failing_during_the_job_is_one_error_line_and_the_rest_in_its_log(tmp_path):
+    """A run from ts_ms -5 to the largest long: every row fits, but the run's duration
+    does not (Spark's ANSI arithmetic refuses it). PySpark logs the failed query's
+    context as JSON on stderr: that goes to spark.log like the JVM's, and the user
+    gets one line (docs/events.md, "Output")."""
+    path = tmp_path / "wide.jsonl"
+    path.write_text(json.dumps({**GOOD, "ts_ms": -5}) + "\n"
+                    + json.dumps({**GOOD, "ts_ms": 2**63 - 1, "event": "leave"}) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from kooper import cli; sys.exit(cli.main())",
+         "analyze", str(path), "--out", str(tmp_path / "r"), "--no-plots",
+         "--conf", "spark.sql.shuffle.partitions=1"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    *progress, last = done.stderr.splitlines()
+    assert all(line.startswith("kooper analyze [") for line in progress), done.stderr
+    assert last.startswith("kooper analyze: error: Spark failed: ")
+    assert "ARITHMETIC_OVERFLOW" in last
+    assert "DataFrameQueryContextLogger" in (tmp_path / "r" / "spark.log").read_text()

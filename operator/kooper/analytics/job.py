@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import sql, storagelevel
+from pyspark.logger import PySparkLogger
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -120,6 +122,31 @@ def _stderr_to(path: Path | None) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+
+
+PYSPARK_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+"""PySpark's Python loggers: a failed query's context as JSON, on stderr by default."""
+
+
+@contextlib.contextmanager
+def _python_logs_to(path: Path) -> Iterator[None]:
+    """Send ``PYSPARK_LOGGERS`` to ``path`` meanwhile, as the JVM's log: the terminal gets
+    the one-line error only."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    loggers = [PySparkLogger.getLogger(name) for name in PYSPARK_LOGGERS]
+    saved = [list(logger.handlers) for logger in loggers]
+    for logger in loggers:
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger, handlers in zip(loggers, saved, strict=True):
+            logger.removeHandler(handler)
+            for old in handlers:
+                logger.addHandler(old)
+        handler.close()
 
 
 def _log_reason(path: Path | None) -> str:
@@ -359,7 +386,8 @@ def run(
     progress(f"starting Spark ({master or 'local[*]'}); its log: {log}")
     spark = spark_session(master, conf, log=log)
     try:
-        return _analyze(spark, found, target, with_plots=with_plots, progress=progress)
+        with _python_logs_to(log):
+            return _analyze(spark, found, target, with_plots=with_plots, progress=progress)
     except Exception as exc:
         if isinstance(exc, errors.AnalyticsError) or not _from_spark(exc):
             raise
