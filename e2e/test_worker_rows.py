@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from e2e import chaos_log, worker_rows
 from kooper.core import events
@@ -99,3 +102,26 @@ def test_the_earliest_exit_row_ends_an_open_run():
     for order in (bounds, bounds[::-1]):
         [run] = chaos_log.runs(rows, order)
         assert (run.end_ms, run.ended_by) == (400, "exit")
+
+
+def test_only_the_last_line_may_be_torn_any_other_bad_line_is_an_error(tmp_path):
+    # A SIGKILL can cut the last line a process wrote, never one it wrote before: a bad
+    # row anywhere else (a byte-order mark, a start without its member) would drop a
+    # start silently, and its overlap with it. It is named by file and line instead.
+    path = write(tmp_path, "w-0", "u1", 1, "\ufeff" + row(10, "w-0", "a", "start"),
+                 row(20, "w-0", "a", "stop"))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:1: "):
+        worker_rows.read(tmp_path, "kooper")
+    path.write_text(row(10, "w-0", "a", "start") + "\n" + row(20, "", "a", "stop") + "\n"
+                    + row(30, "w-0", "a", "start") + "\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:2: a stop row without"):
+        worker_rows.read(tmp_path, "kooper")
+
+
+def test_rows_are_split_at_newlines_only(tmp_path):
+    # JSON allows U+2028 and a lone CR raw inside a string or between tokens; str.splitlines
+    # cut such a row in two, and both halves were dropped as torn.
+    odd = row(10, "w-0", "a\u2028b", "start").replace(', "event"', ',\r"event"')
+    write(tmp_path, "w-0", "u1", 1, odd, row(20, "w-0", "a\u2028b", "stop"))
+    got = worker_rows.read(tmp_path, "kooper")["w-0.1"]
+    assert [(r.ts_ms, r.resource) for r in got] == [(10, "a\u2028b"), (20, "a\u2028b")]

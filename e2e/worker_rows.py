@@ -17,6 +17,7 @@ process may outlive its successor under the same name): its open runs stay open.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import datetime
 import json
@@ -55,16 +56,28 @@ def incarnations(directory: pathlib.Path, namespace: str) -> list[Incarnation]:
 
 
 def read(directory: pathlib.Path, namespace: str) -> dict[str, list[events.Event]]:
-    """incarnation -> the rows its process wrote, in the order it wrote them."""
+    """incarnation -> the rows its process wrote, in the order it wrote them.
+
+    Lines end at a newline only (JSON allows a lone CR or U+2028 inside a row). A file's
+    last line may be cut short by a SIGKILL mid-write, and is then skipped; any other line
+    that is not an event row raises ``ValueError`` naming the file and line (a row dropped
+    there could be a start, and hide an overlap).
+    """
     out: dict[str, list[events.Event]] = {}
     for incarnation in incarnations(directory, namespace):
+        path = incarnation.path
+        lines = [(number, raw) for number, raw
+                 in enumerate(path.read_bytes().split(b"\n"), 1) if raw.strip()]
+        if lines and lines[0][1].startswith(codecs.BOM_UTF8):
+            raise ValueError(f"{path}:{lines[0][0]}: starts with a byte-order mark")
         rows = []
-        for line in incarnation.path.read_text().splitlines():
-            if line.strip():
-                try:
-                    rows.append(events.Event.from_row(json.loads(line)))
-                except ValueError:
-                    continue  # a line cut short by a SIGKILL mid-write
+        for number, raw in lines:
+            try:
+                rows.append(events.Event.from_row(json.loads(raw.decode("utf-8"))))
+            except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
+                if number == lines[-1][0]:
+                    continue  # the last line, cut short by a SIGKILL mid-write
+                raise ValueError(f"{path}:{number}: {exc}") from None
         out[incarnation.name] = rows
     return out
 
