@@ -19,8 +19,9 @@ from kooper.sim import metrics as sim_metrics
 
 KINDS = ["start"] * 5 + ["stop"] * 3 + ["round", "join", "leave", "pause", "resume"]
 WITH_RESOURCE = (events.Kind.START, events.Kind.STOP, events.Kind.PAUSE, events.Kind.RESUME)
-COMPARED = ("events", "resources", "total_pause_ms", "max_pause_ms", "undisturbed_resources",
-            "undisturbed_pause_ms", "moves", "overlaps", "rounds", "converge_ms", "paused_ms")
+COMPARED = ("protocol", "policy", "events", "resources", "total_pause_ms", "max_pause_ms",
+            "undisturbed_resources", "undisturbed_pause_ms", "moves", "overlaps", "rounds",
+            "converge_ms", "paused_ms")
 
 
 def random_log(rng: random.Random, run: str) -> list[events.Event]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark import sql
 from pyspark.sql import functions as F
 
-from kooper.analytics import schema
+from kooper.analytics import eventlog, schema
 
 
 def bounds(events: sql.DataFrame) -> sql.DataFrame:
@@ -47,7 +47,10 @@ def metrics(
 ) -> sql.DataFrame:
     """``schema.METRICS``: one row per run, sorted by protocol, policy and run."""
     def some(name: str) -> sql.Column:
-        return F.coalesce(F.max(F.when(F.col(name) != "", F.col(name))), F.lit("")).alias(name)
+        """The run's first non-empty value (by time, same-instant order, then the least)."""
+        first = F.min(F.when(F.col(name) != "",
+                             F.struct("ts_ms", eventlog.kind_order().alias("k"), name)))
+        return F.coalesce(first[name], F.lit("")).alias(name)
 
     runs = events.groupBy("run").agg(
         some("protocol"),

@@ -270,8 +270,8 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         converge = max(0, window_starts[-1].ts_ms - disrupted) if window_starts else 0
     return RunMetrics(
         run=ordered[0].run,
-        protocol=next((e.protocol for e in ordered if e.protocol), ""),
-        policy=next((e.policy for e in ordered if e.policy), ""),
+        protocol=_first(ordered, "protocol"),
+        policy=_first(ordered, "policy"),
         events=len(windowed),
         resources=len(pauses),
         total_pause_ms=sum(sum(p) for p in pauses.values()),
@@ -285,6 +285,13 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         running_at_end=len(_still_running(spans)),
         paused_ms=sum(b - max(a, since) for a, b in _paused(ordered, spans) if b > max(a, since)),
     )
+
+
+def _first(ordered: Sequence[ev.Event], column: str) -> str:
+    """The run's first non-empty ``protocol``/``policy`` (by time, same-instant order, then
+    the least: a run that names several reports one whatever the rows' order in the file)."""
+    values = ((e.ts_ms, _ORDER[e.event], getattr(e, column)) for e in ordered)
+    return min((value for value in values if value[2]), default=(0, 0, ""))[2]
 
 
 def _still_running(spans: Sequence[Span]) -> dict[Key, set[str]]:
