@@ -152,12 +152,14 @@ def freezes(processes: Iterable[ProcessRow]) -> dict[str, list[tuple[int, int]]]
 def overlaps(all_runs: Sequence[Run], processes: Iterable[ProcessRow] = ()) -> list[Overlap]:
     """Every pair of runs of one resource on two incarnations that share an instant.
 
-    A run ending at the instant another starts is a hand-over, not an overlap. Frozen
+    A run ending at the instant another starts is a hand-over, not an overlap. A run of
+    less than a millisecond (a start and its stop, or its exit, stamped alike) still ran
+    at its instant: inside another run, it is an overlap of no length. Frozen
     incarnations are not skipped (see the module docstring).
     """
     frozen = freezes(processes)
     pairs = ownership.overlaps([ownership.Interval(run.resource, run.incarnation, run.start_ms,
-                                                   run.end_ms) for run in all_runs])
+                                                   _reach(run)) for run in all_runs])
     found = []
     for i, j in sorted((min(pair), max(pair)) for pair in pairs):
         first, second = all_runs[i], all_runs[j]
@@ -167,6 +169,14 @@ def overlaps(all_runs: Sequence[Run], processes: Iterable[ProcessRow] = ()) -> l
             if any(a < end and start < b for a, b in frozen.get(run.incarnation, ()))))
         found.append(Overlap(first.resource, first, second, start, end, names))
     return sorted(found, key=lambda o: o.resource)  # stable: listed order within a resource
+
+
+def _reach(run: Run) -> int:
+    """Where ``run`` holds its resource to for the overlap check: its end, or one past its
+    start for a run of less than a millisecond (not one its process restarted at once: the
+    next run holds that instant)."""
+    brief = run.end_ms == run.start_ms and run.ended_by != "start"
+    return run.start_ms + 1 if brief else run.end_ms
 
 
 def running_at(all_runs: Iterable[Run], ts_ms: int) -> dict[str, list[Run]]:

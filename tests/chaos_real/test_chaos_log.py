@@ -159,3 +159,18 @@ def test_an_open_run_started_beyond_2_to_the_62_still_overlaps():
     [overlap] = log.overlaps(log.runs(rows, []))
     assert (overlap.from_ms, overlap.to_ms) == (late + 100, log.OPEN)
     assert log.lost(log.runs(rows, []), ["x"]) == ["x"]  # run twice at the end
+
+
+def test_a_run_of_less_than_a_millisecond_inside_another_is_an_overlap():
+    # b wrote a start and its stop of x both stamped 100 while a ran x from 0 to 300:
+    # x ran on both at once (for less than a millisecond), as kooper analyze and the
+    # drill invariants say of the same rows. At an instant where a's run ended, it is a
+    # hand-over.
+    rows = {"a.1": [row(0, "a", K.START, "x"), row(300, "a", K.STOP, "x")],
+            "b.1": [row(100, "b", K.START, "x", 2), row(100, "b", K.STOP, "x", 2)]}
+    [overlap] = log.overlaps(log.runs(rows, []))
+    assert (overlap.first.incarnation, overlap.second.incarnation) == ("a.1", "b.1")
+    assert (overlap.from_ms, overlap.to_ms) == (100, 100)
+    handover = {"a.1": [row(0, "a", K.START, "x"), row(100, "a", K.STOP, "x")],
+                "b.1": rows["b.1"]}
+    assert log.overlaps(log.runs(handover, [])) == []
