@@ -98,6 +98,13 @@ BALANCE: list[Row] = [
     (90, "", "", "round"),           # a 2, c 0 (b gone) -> 2
 ]
 
+# The last round probes the state after every row of its instant: b's start there counts
+# (its interval is empty, cut by the end of the log, but b runs r2 then).
+END_ROUND: list[Row] = [
+    (0, "a", "", "join"), (0, "b", "", "join"), (10, "a", "r1", "start"),
+    (20, "", "", "round"), (20, "b", "r2", "start"),
+]
+
 # A run without any disruption.
 QUIET: list[Row] = [(0, "a", "r", "start"), (50, "", "", "round")]
 
@@ -151,6 +158,7 @@ SCENARIOS: dict[str, tuple[list[Row], str, str]] = {
     "timeline": ([*HANDOVER, (1500, "a", "q", "start")], "compatible", "kooper"),
     "quiet": (QUIET, "compatible", "kooper"),
     "end_start": (END_START, "compatible", "kooper"),
+    "end_round": (END_ROUND, "compatible", "kooper"),
 }
 SCENARIOS.update(
     {

@@ -230,6 +230,16 @@ def test_imbalance_is_measured_over_live_members_at_each_round(tables):
     assert (m["max_imbalance"], m["final_imbalance"]) == (3, 2)
 
 
+def test_a_start_on_the_logs_last_row_runs_at_a_round_of_that_instant(tables):
+    # docs/events.md, "Imbalance": the state after every row at t; an interval cut by
+    # the end of the log still runs at run_end, the empty one begun there too.
+    assertDataFrameEqual(
+        rows(tables, "imbalance", "end_round", "ts_ms", "members", "min_running",
+             "max_running", "imbalance"),
+        [R(ts_ms=20, members=2, min_running=1, max_running=1, imbalance=0)],
+    )
+
+
 def test_timeline_steps_with_resources_running_anywhere(tables):
     assertDataFrameEqual(
         rows(tables, "timeline", "timeline", "ts_ms", "running"),

@@ -17,7 +17,8 @@ def imbalance(events: sql.DataFrame, spans: sql.DataFrame, bounds: sql.DataFrame
     is a ``join``, or if it runs something at ``t``. All groups of a run count
     together. The state probed is the one after every event of timestamp ``t``,
     except that intervals reaching the run's last event still count as running
-    there (they were cut by the end of the log, not stopped).
+    there (they were cut by the end of the log, not stopped), the empty ones begun
+    there included: ``spans`` are ``intervals.intervals``, ``cut`` ones and all.
     """
     rounds = (
         events.where(F.col("event") == "round")

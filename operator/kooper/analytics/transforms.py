@@ -80,7 +80,7 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool
     held = intervals.paused(events, spans) if flips else None
     per_resource = keep(resources.stats(segs, resources.moves(events), calm, held))
     overlapping = keep(intervals.overlaps(reached))
-    per_round = keep(balance.imbalance(events, spans, bounds))
+    per_round = keep(balance.imbalance(events, reached, bounds))
     converged = runs.convergence(events)
     steps = timeline.running(segs, bounds)
     return Tables(
