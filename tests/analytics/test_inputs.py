@@ -200,3 +200,12 @@ def test_pause_and_resume_rows_are_counted_so_spark_can_skip_them(tmp_path):
     assert check(tmp_path / "c.parquet").flips
     pq.write_table(pa.Table.from_pylist(GOOD), tmp_path / "c.parquet")
     assert not check(tmp_path / "c.parquet").flips
+
+
+def test_a_file_named_twice_is_read_once(tmp_path):
+    # By its folder and by itself, or twice: Spark would read its rows twice (twice the
+    # rounds and events) though the check counts the file once and drops no repeats.
+    log = write(tmp_path / "logs" / "a.jsonl", GOOD)
+    found = inputs.find_and_check([str(tmp_path / "logs"), str(log),
+                                   str(tmp_path / "logs" / "." / "a.jsonl")])
+    assert (found.json, found.rows) == ((str(log),), 3)

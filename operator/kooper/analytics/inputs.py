@@ -131,15 +131,20 @@ def find(paths: Sequence[str], *, exclude: Path | None = None) -> Found:
     """Event and audit logs named by ``paths`` (files, or folders searched recursively).
 
     A URI with a scheme (``s3a://…``) is passed to Spark as is and must end in
-    a known suffix. In folders, names starting with ``_`` or ``.`` (Spark's
-    ``_SUCCESS``, checksum files), ``exclude`` (the output folder) and earlier
-    ``kooper analyze`` outputs (a folder with ``report.md`` and
-    ``metrics.parquet``) are skipped.
+    a known suffix. A file named twice is read once. In folders, names starting
+    with ``_`` or ``.`` (Spark's ``_SUCCESS``, checksum files), ``exclude`` (the
+    output folder) and earlier ``kooper analyze`` outputs (a folder with
+    ``report.md`` and ``metrics.parquet``) are skipped.
     """
     skip = exclude.resolve() if exclude else None
     found: dict[str, list[str]] = {"json": [], "parquet": [], "audits": []}
+    seen: set[str] = set()
 
     def add(name: str, *, explicit: bool) -> None:
+        same = name if "://" in name else str(Path(name).resolve())
+        if same in seen:
+            return  # named twice (by its folder and by itself): read once
+        seen.add(same)
         lowered = name.lower()
         if is_audit(lowered):
             found["audits"].append(name)
