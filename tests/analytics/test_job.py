@@ -18,7 +18,7 @@ from matplotlib import image
 from tests.analytics import scenarios
 
 from kooper import cli
-from kooper.analytics import errors, job, options
+from kooper.analytics import errors, job, options, plots
 from kooper.core import events
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -281,3 +281,16 @@ def test_rows_repeated_in_a_run_of_one_file_are_kept_beside_a_run_of_several(spa
     got = job.read_events(spark, job.find_inputs([str(tmp_path)]))
     assert sorted((row["run"], row["ts_ms"]) for row in got.collect()) == [
         ("one", 0), ("one", 0), ("one", 5), ("two", 0)]
+
+
+def test_runs_whose_names_make_one_file_name_get_a_plot_each():
+    # "a/b" and "a b" both make running_a_b.png: one plot overwrote the other.
+    metric = {"protocol": "", "policy": "", "duration_ms": 10, "total_pause_ms": 0,
+              "max_pause_ms": 0, "overlaps": 0}
+    runs = [{**metric, "run": "a/b"}, {**metric, "run": "a b"}]
+    figures = plots.all_figures(metrics=runs, timeline=[], resources=[], imbalance=[],
+                                file_name=job._file_name)
+    assert sorted(name for name in figures if name.startswith("running_")) == [
+        "running_a_b-2.png", "running_a_b.png"]
+    for figure in figures.values():
+        plots.close(figure)

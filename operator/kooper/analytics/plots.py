@@ -194,7 +194,11 @@ def all_figures(
     lost = _by_run(disruptions)
     for metric in metrics:
         run = str(metric["run"])
-        figures[f"running_{file_name(run)}.png"] = running_over_time(
+        name, copy = f"running_{file_name(run)}", 1
+        while f"{name}.png" in figures:  # "a/b" and "a b": one file name, two runs
+            copy += 1
+            name = f"running_{file_name(run)}-{copy}"
+        figures[f"{name}.png"] = running_over_time(
             metric, steps.get(run, []), lost.get(run, []), (starts or {}).get(run)
         )
     figures["pause_distribution.png"] = pause_distribution(metrics, resources)
