@@ -245,10 +245,8 @@ def test_a_revocation_is_counted_once_however_many_rounds_wait_for_its_acknowled
     assert REGISTRY.get_sample_value("kooper_resource_revocations_total", labels) == 2
 
 
-def test_a_connector_deleted_and_created_again_at_once_gets_its_status(emulated, fleet, operator):
-    """``kubectl replace --force`` (or delete and apply in one go) of a running Connector:
-    the round sees the same connectors, tasks and members as the last one and planned
-    nothing, so the new object (a new uid, no status) never got one."""
+def one_connector_running(emulated, fleet, operator) -> None:
+    """Connector ``A`` (2 tasks) settled on ``w-0``, its status written, the operator quiet."""
     make_group(emulated)
     make_connector(emulated, "A", 2)
     fleet.add("w-0")
@@ -256,6 +254,13 @@ def test_a_connector_deleted_and_created_again_at_once_gets_its_status(emulated,
     wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
                       or {}).get("running") == 2, what="the Connector's status")
     operator.quiet_after(1)
+
+
+def test_a_connector_deleted_and_created_again_at_once_gets_its_status(emulated, fleet, operator):
+    """``kubectl replace --force`` (or delete and apply in one go) of a running Connector:
+    the round sees the same connectors, tasks and members as the last one and planned
+    nothing, so the new object (a new uid, no status) never got one."""
+    one_connector_running(emulated, fleet, operator)
     old = emulated.get("connectors", "A", namespace="default")["metadata"]["uid"]
     emulated.delete("connectors", "A", namespace="default")
     make_connector(emulated, "A", 2)
@@ -271,13 +276,7 @@ def test_a_connector_status_wiped_by_someone_else_is_written_again(emulated, fle
     """Someone replaces a Connector's status (``kubectl edit --subresource=status``): the
     operator remembered what it had patched, took the new status for that, and patched
     nothing until the connector's placement changed."""
-    make_group(emulated)
-    make_connector(emulated, "A", 2)
-    fleet.add("w-0")
-    wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settle")
-    wait_for(lambda: (emulated.get("connectors", "A", namespace="default").get("status")
-                      or {}).get("running") == 2, what="the Connector's status")
-    operator.quiet_after(1)
+    one_connector_running(emulated, fleet, operator)
     body = emulated.get("connectors", "A", namespace="default")
     body["status"] = {}
     emulated.replace("connectors", "A", body, namespace="default", subresource="status")
