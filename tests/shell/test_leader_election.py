@@ -170,7 +170,9 @@ def test_a_leader_whose_renewal_hangs_stops_leading_before_its_lease_can_expire(
             stopped.set()
 
         elector = leader.Elector(client=client, namespace=NS, identity="op-a",
-                                 on_start=on_start, on_stop=on_stop, lease_s=4, renew_s=1)
+                                 on_start=on_start, on_stop=on_stop, lease_s=6, renew_s=2)
+        # (It stops lease - renew = 4 s after its last renewal: 2 s of margin for a loaded
+        # machine before the Lease could expire.)
         task = asyncio.create_task(elector.run())
         try:
             await asyncio.wait_for(started.wait(), 10)
