@@ -12,7 +12,9 @@ drills skip with one line without ``--with-e2e``.
 The offline unit tests in this folder (invariants, recorder) always run.
 
 Environment: ``KOOPER_E2E_CLUSTER`` reuses an existing kind cluster of that name (it is
-then never deleted); ``KOOPER_E2E_KEEP=1`` keeps the cluster the suite created.
+then never deleted); otherwise the suite creates (first deleting any left over) the one
+``KOOPER_KIND_CLUSTER`` names, as hack/kind/cluster.sh does (default ``kooper-e2e``), and
+``KOOPER_E2E_KEEP=1`` keeps it.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def kube(
 ) -> Iterator[tools.Kube]:
     """A cluster with the chart installed: kind with ``--with-e2e``, else the local one."""
     if request.config.getoption("--with-e2e"):
-        with kind.cluster("kooper-e2e") as kube:
+        with kind.cluster(os.environ.get("KOOPER_KIND_CLUSTER") or "kooper-e2e") as kube:
             yield kube
         return
     handle = localcluster.shared(request.config, tmp_path_factory)
