@@ -7,7 +7,7 @@ import json
 import os
 import pathlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
@@ -202,21 +202,25 @@ class Demo:
         lease = self.json("lease", "kooper-operator-leader")
         return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
-    def kill_container(self, pod: str) -> None:
-        """``kill -9`` the pod's container, as a crash or an OOM kill does; its kubelet restarts it.
+    def container_killer(self, pod: str) -> Callable[[], None]:
+        """``kill -9`` of the pod's current container, as a crash or an OOM kill does (its
+        kubelet restarts it), looked up now so that calling it is the kill alone.
 
         Not a pod deletion: the Pod object stays, so nothing is told to stop gracefully.
         On the local control plane the container is a process on this host
         (``kooper://<pid>``); on kind, ``crictl stop --timeout 0`` on the pod's node
         sends SIGKILL (PID 1 of a container cannot be SIGKILLed from inside it).
         """
-        status = self.json("pod", pod)["status"]["containerStatuses"][0]
-        runtime, _, ident = str(status["containerID"]).partition("://")
+        found = self.json("pod", pod)
+        runtime, _, ident = str(found["status"]["containerStatuses"][0]["containerID"]).partition(
+            "://")
         if runtime == "kooper":
-            os.kill(int(ident), signal.SIGKILL)
-        else:
-            node = self.json("pod", pod)["spec"]["nodeName"]
+            return lambda: os.kill(int(ident), signal.SIGKILL)
+        node = found["spec"]["nodeName"]
+
+        def crictl_stop() -> None:
             tools.run("docker", "exec", node, "crictl", "stop", "--timeout", "0", ident)
+        return crictl_stop
 
     @contextlib.contextmanager
     def record(self, drill: str) -> Iterator[recorder.Recorder]:
