@@ -26,7 +26,7 @@ from kooper.shell import metrics as operator_metrics
 ENABLED = {"metrics": {"prometheusRule": {"enabled": True, "alertLabels": {"team": "ops"}},
                        "dashboard": {"enabled": True}}}
 ALERTS = {"KooperUnassignedWork", "KooperRebalanceStuck", "KooperScheduledRebalanceOverdue",
-          "KooperMembersFenced", "KooperRoundFailures"}
+          "KooperMembersFenced", "KooperRoundFailures", "KooperOperatorAbsent"}
 METRIC = re.compile(r"\bkooper_[a-z0-9_]+\b")
 
 
@@ -101,7 +101,7 @@ def test_alerts_and_dashboard_are_off_by_default(render):
                 if o["metadata"]["name"].endswith("-dashboard")]
 
 
-def test_the_rule_holds_the_five_alerts_with_severity_and_extra_labels(rule_groups):
+def test_the_rule_holds_the_six_alerts_with_severity_and_extra_labels(rule_groups):
     rules = [r for group in rule_groups for r in group["rules"]]
     assert {r["alert"] for r in rules} == ALERTS
     for rule in rules:
@@ -114,7 +114,7 @@ def test_promtool_check_rules_accepts_the_rendered_alerts(promtool, rule_groups,
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups}))
     code, output = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert code == 0, output
-    assert "SUCCESS: 5 rules found" in output
+    assert "SUCCESS: 6 rules found" in output
 
 
 def test_promtool_rejects_a_broken_expression(promtool, rule_groups, tmp_path):
@@ -181,6 +181,7 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
     healthy = {
         "interval": "1m",
         "input_series": [
+            _series("kooper_build_info", "1x40", version="1.0.0", python="3.12.0"),
             _series("kooper_unassigned_resources", "0x40"),
             _series("kooper_pending_members", "0x40"),
             _series("kooper_fenced_members", "0x40"),
@@ -194,8 +195,23 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             {"eval_time": "30m", "alertname": name, "exp_alerts": []} for name in sorted(ALERTS)
         ],
     }
+    # The operator gone (every replica down, or never scraped): every per-group series goes
+    # stale with it, so only an alert on the operator's absence can say so.
+    gone = {
+        "interval": "1m",
+        "input_series": [_series("kooper_build_info", "1x5 stale", version="1.0.0",
+                                 python="3.12.0")],
+        "alert_rule_test": [
+            {"eval_time": "30m", "alertname": "KooperOperatorAbsent",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "team": "ops"},
+                             "exp_annotations": {"summary": "No kooper operator replica "
+                                                            "is scraped"}}]},
+            {"eval_time": "30m", "alertname": "KooperScheduledRebalanceOverdue",
+             "exp_alerts": []},
+        ],
+    }
     tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
-             "tests": [sick, healthy]}
+             "tests": [sick, healthy, gone]}
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
     code, output = run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
     assert code == 0, output
