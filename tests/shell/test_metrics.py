@@ -112,6 +112,23 @@ def test_a_round_sets_namespace_and_workergroup_labels_and_every_gauge():
         snapshot.settings.max_delay_ms / 1000  # nothing learned: the whole delay
 
 
+def test_a_groups_counters_exist_at_zero_from_its_first_round():
+    # Prometheus' increase() and rate() cannot see a counter's first step when its series
+    # is born at 1: the first failed round after healthy ones went uncounted, so
+    # KooperRoundFailures (increase over 10m > 3) needed a fifth failure.
+    snapshot, plan = _plans()
+    metrics.observe_round("fresh/wg", plan=plan, snapshot=snapshot, compute_s=0.01,
+                          now_ms=2_000, revoked=0, imbalance=0)
+    labels = {"namespace": "fresh", "workergroup": "wg"}
+    for name in ("kooper_round_failures_total", "kooper_connector_restarts_total",
+                 "kooper_balancing_deferred_resources_total"):
+        assert REGISTRY.get_sample_value(name, labels) == 0, name
+    for trigger in ("automatic", "manual"):
+        assert REGISTRY.get_sample_value("kooper_failed_resource_restarts_total",
+                                         {**labels, "trigger": trigger}) == 0, trigger
+    metrics.forget_group("fresh/wg")
+
+
 def test_a_deleted_group_leaves_no_series_behind():
     snapshot, plan = _plans()
     metrics.observe_round("gone/wg", plan=plan, snapshot=snapshot, compute_s=0.01,

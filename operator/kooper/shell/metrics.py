@@ -151,6 +151,12 @@ def observe_round(
     ``grace_ms`` is the step's ``Metrics.grace_ms`` (else the snapshot's grace).
     """
     ROUNDS.labels(group).inc()
+    # Counters bumped elsewhere are born at 0 here: a series first seen at 1 hides its
+    # first step from increase() and rate() (and so from KooperRoundFailures).
+    for counter in (ROUND_ERRORS, CONNECTOR_RESTARTS, BALANCING_DEFERRED):
+        counter.labels(group)
+    for trigger in _TRIGGERS:
+        RESOURCE_RESTARTS.labels(group, trigger)
     COMPUTE.labels(group).observe(compute_s)
     if plan.changed:
         REBALANCES.labels(group).inc()
