@@ -216,7 +216,10 @@ class WorkerMetrics:
 
     def counted(self, callback: str, function: Callable[_P, None]) -> Callable[_P, None]:
         """``function`` whose exceptions count in ``kooper_worker_callback_exceptions_total``
-        (``on_paused`` / ``on_resumed``: no histogram of their own)."""
+        (``on_paused`` / ``on_resumed``: no histogram of their own). Its series starts at
+        0 here: one born at 1 would hide the first exception from ``increase()``."""
+        with self._lock:
+            self._exceptions.setdefault(callback, 0)
 
         @functools.wraps(function)
         def run(*args: _P.args, **kwargs: _P.kwargs) -> None:
