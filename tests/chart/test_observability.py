@@ -26,7 +26,8 @@ from kooper.shell import metrics as operator_metrics
 ENABLED = {"metrics": {"prometheusRule": {"enabled": True, "alertLabels": {"team": "ops"}},
                        "dashboard": {"enabled": True}}}
 ALERTS = {"KooperUnassignedWork", "KooperRebalanceStuck", "KooperScheduledRebalanceOverdue",
-          "KooperMembersFenced", "KooperRoundFailures", "KooperOperatorAbsent"}
+          "KooperMembersFenced", "KooperRoundFailures", "KooperOperatorAbsent",
+          "KooperConnectorsRejected"}
 METRIC = re.compile(r"\bkooper_[a-z0-9_]+\b")
 
 
@@ -101,7 +102,7 @@ def test_alerts_and_dashboard_are_off_by_default(render):
                 if o["metadata"]["name"].endswith("-dashboard")]
 
 
-def test_the_rule_holds_the_six_alerts_with_severity_and_extra_labels(rule_groups):
+def test_the_rule_holds_the_seven_alerts_with_severity_and_extra_labels(rule_groups):
     rules = [r for group in rule_groups for r in group["rules"]]
     assert {r["alert"] for r in rules} == ALERTS
     for rule in rules:
@@ -114,7 +115,7 @@ def test_promtool_check_rules_accepts_the_rendered_alerts(promtool, rule_groups,
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups}))
     code, output = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert code == 0, output
-    assert "SUCCESS: 6 rules found" in output
+    assert "SUCCESS: 7 rules found" in output
 
 
 def test_promtool_rejects_a_broken_expression(promtool, rule_groups, tmp_path):
@@ -160,6 +161,11 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             # Another group's scheduled rebalance was due at t=60s and never ran.
             _series("kooper_delay_deadline_timestamp_seconds", "60x40", workergroup="late"),
             _series("kooper_unassigned_resources", "4x40", workergroup="late"),
+            # A third group: a connector (its instance and 2 tasks) too large for any
+            # member's ConfigMap is left out of the plan, so not counted as unassigned.
+            _series("kooper_rejected_resources", "3x40", workergroup="big"),
+            _series("kooper_unassigned_resources", "0x40", workergroup="big"),
+            _series("kooper_delay_deadline_timestamp_seconds", "0x40", workergroup="big"),
         ],
         "alert_rule_test": [
             _firing("KooperUnassignedWork", f"{where}: 3 resources run nowhere", at="15m"),
@@ -174,6 +180,12 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
                                 "workergroup": "late"},
                  "exp_annotations": {"summary": "WorkerGroup team-a/late: the scheduled "
                                                 "rebalance is 9m 0s overdue"}}]},
+            {"eval_time": "15m", "alertname": "KooperConnectorsRejected",
+             "exp_alerts": [{
+                 "exp_labels": {"severity": "warning", "team": "ops", "namespace": "team-a",
+                                "workergroup": "big"},
+                 "exp_annotations": {"summary": "WorkerGroup team-a/big: 3 resources of "
+                                                "rejected connectors run nowhere"}}]},
             # Not yet: each condition has to hold for its `for`.
             {"eval_time": "5m", "alertname": "KooperUnassignedWork", "exp_alerts": []},
         ],
@@ -185,6 +197,7 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             _series("kooper_unassigned_resources", "0x40"),
             _series("kooper_pending_members", "0x40"),
             _series("kooper_fenced_members", "0x40"),
+            _series("kooper_rejected_resources", "0x40"),
             _series("kooper_round_failures_total", "5x40"),  # old failures, none new
             # Lost work waits for a rebalance due far in the future: no alert either.
             _series("kooper_unassigned_resources", "2x40", workergroup="waiting"),
