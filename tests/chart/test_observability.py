@@ -262,6 +262,15 @@ def test_every_metric_in_the_alerts_and_dashboard_is_exported(rule_groups, dashb
             "kooper_fenced_members", "kooper_round_failures_total"} <= used
 
 
+def test_every_metric_an_alert_is_on_has_a_dashboard_panel(rule_groups, dashboard):
+    # Paged on an alert, the dashboard shows what fired and since when.
+    _, board = dashboard
+    alerted = {name for group in rule_groups for rule in group["rules"]
+               for name in METRIC.findall(rule["expr"])} - {"kooper_build_info"}
+    shown = {name for query in dashboard_queries(board) for name in METRIC.findall(query)}
+    assert alerted - shown == set()
+
+
 def test_dashboard_configmap_is_labelled_for_the_grafana_sidecar(dashboard):
     configmap, board = dashboard
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
