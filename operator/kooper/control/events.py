@@ -2,7 +2,7 @@
 
 An ``Event`` is a value; the shell posts it (on the WorkerGroup, or on the named
 Connector). Bad-input Events are posted once per subject (``Reported``), while the
-``kooper_bad_input`` metric counts every round that saw the problem.
+``kooper_bad_inputs_total`` counter counts every round that saw the problem.
 """
 
 from __future__ import annotations
