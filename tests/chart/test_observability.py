@@ -27,7 +27,7 @@ ENABLED = {"metrics": {"prometheusRule": {"enabled": True, "alertLabels": {"team
                        "dashboard": {"enabled": True}}}
 ALERTS = {"KooperUnassignedWork", "KooperRebalanceStuck", "KooperScheduledRebalanceOverdue",
           "KooperMembersFenced", "KooperRoundFailures", "KooperOperatorAbsent",
-          "KooperConnectorsRejected", "KooperResourcesFailed"}
+          "KooperConnectorsRejected", "KooperResourcesFailed", "KooperWorkerFenced"}
 METRIC = re.compile(r"\bkooper_[a-z0-9_]+\b")
 
 
@@ -102,7 +102,7 @@ def test_alerts_and_dashboard_are_off_by_default(render):
                 if o["metadata"]["name"].endswith("-dashboard")]
 
 
-def test_the_rule_holds_the_eight_alerts_with_severity_and_extra_labels(rule_groups):
+def test_the_rule_holds_the_nine_alerts_with_severity_and_extra_labels(rule_groups):
     rules = [r for group in rule_groups for r in group["rules"]]
     assert {r["alert"] for r in rules} == ALERTS
     for rule in rules:
@@ -115,7 +115,7 @@ def test_promtool_check_rules_accepts_the_rendered_alerts(promtool, rule_groups,
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups}))
     code, output = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert code == 0, output
-    assert "SUCCESS: 8 rules found" in output
+    assert "SUCCESS: 9 rules found" in output
 
 
 def test_promtool_rejects_a_broken_expression(promtool, rule_groups, tmp_path):
@@ -169,6 +169,14 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             # 2 tasks failed on their member (restarts exhausted): assigned, so no other
             # alert sees them.
             _series("kooper_failed_resources", "2x40"),
+            # A worker that cannot reach the API server fences itself; its Lease expires
+            # with it, so the operator counts it departed (kooper_fenced_members counts
+            # only live members: 0). Only the worker's own metric, scraped by a PodMonitor
+            # (namespace and pod labels), still says so.
+            {"series": 'kooper_worker_fenced{namespace="team-a", pod="w-1"}',
+             "values": "0x2 1x40"},
+            {"series": 'kooper_worker_fenced{namespace="team-a", pod="w-0"}',
+             "values": "0x40"},
         ],
         "alert_rule_test": [
             _firing("KooperUnassignedWork", f"{where}: 3 resources run nowhere", at="15m"),
@@ -191,6 +199,12 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
                                                 "rejected connectors run nowhere"}}]},
             _firing("KooperResourcesFailed", f"{where}: 2 connector instances or tasks "
                     "failed", at="20m"),
+            {"eval_time": "15m", "alertname": "KooperWorkerFenced",
+             "exp_alerts": [{
+                 "exp_labels": {"severity": "warning", "team": "ops", "namespace": "team-a",
+                                "pod": "w-1"},
+                 "exp_annotations": {"summary": "Worker team-a/w-1 fenced itself: it runs "
+                                                "nothing"}}]},
             # Not yet: each condition has to hold for its `for`.
             {"eval_time": "5m", "alertname": "KooperUnassignedWork", "exp_alerts": []},
         ],
@@ -204,6 +218,8 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             _series("kooper_fenced_members", "0x40"),
             _series("kooper_rejected_resources", "0x40"),
             _series("kooper_failed_resources", "0x40"),
+            {"series": 'kooper_worker_fenced{namespace="team-a", pod="w-0"}',
+             "values": "0x40"},
             _series("kooper_round_failures_total", "5x40"),  # old failures, none new
             # Lost work waits for a rebalance due far in the future: no alert either.
             _series("kooper_unassigned_resources", "2x40", workergroup="waiting"),
