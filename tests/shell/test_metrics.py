@@ -165,6 +165,29 @@ def test_a_replica_that_steps_down_leaves_no_series_of_the_groups_it_led():
     assert left == []
 
 
+def test_kooper_leader_says_whether_this_replica_runs_the_rounds():
+    # With every replica up and none leading, no per-group series exists and no other
+    # alert can fire: the replicas have to say whether they lead.
+    import asyncio
+    import types
+
+    from kooper.shell import controller, settings
+
+    def leader():
+        return REGISTRY.get_sample_value("kooper_leader")
+
+    controller.Shell(settings.Config(identity="alone"))
+    assert leader() == 1  # without leader election this process always leads
+    shell = controller.Shell(settings.Config(identity="t", leader_election=True))
+    assert leader() == 0  # a replica starts as a standby
+    shell.index_views = types.SimpleNamespace(groups=lambda: [])
+    shell.context = types.SimpleNamespace(leader_epoch=0)
+    asyncio.run(shell._lead())
+    assert leader() == 1
+    asyncio.run(shell._step_down())
+    assert leader() == 0
+
+
 def test_every_operator_metric_has_its_row_in_the_docs_table(repo_root):
     # docs/operator.md "Metrics": name, type, labels ("group" = namespace, workergroup).
     section = (repo_root / "docs" / "operator.md").read_text().split("\n## Metrics\n")[1]

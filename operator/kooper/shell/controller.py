@@ -121,6 +121,7 @@ class Shell:
         self._freezer: asyncio.Task[int] | None = None
         self.leading = not config.leader_election
         """Whether this replica runs rounds (always, without leader election)."""
+        metrics.LEADER.set(int(self.leading))
         self.elector: leader.Elector | None = None
         self._election: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -164,6 +165,7 @@ class Shell:
         """This replica won the Lease: a runner per known group, each fencing the older
         terms' writes out, then restoring from the API."""
         self.leading = True
+        metrics.LEADER.set(1)
         assert self.index_views is not None
         assert self.context is not None
         self.context.leader_epoch = self.elector.epoch if self.elector is not None else 0
@@ -200,6 +202,7 @@ class Shell:
         and drop its groups' series (the leader exports them; a standby's frozen copies
         would raise alerts forever)."""
         self.leading = False
+        metrics.LEADER.set(0)
         for (namespace, name), runner in list(self.runners.items()):
             await runner.stop()
             metrics.forget_group(f"{namespace}/{name}")

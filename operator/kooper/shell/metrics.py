@@ -30,6 +30,7 @@ GROUP_LABELS = ("namespace", "workergroup")
 UNITLESS = {
     "kooper_assignment_generation": "a generation number, not a quantity",
     "kooper_build_info": "an info metric (always 1, the facts are labels)",
+    "kooper_leader": "a state (1: this replica runs the rounds, 0: a standby)",
 }
 """Gauges without a unit in their name, and why."""
 
@@ -66,6 +67,10 @@ def _gauge(name: str, documentation: str, *more: str) -> PerGroup[Gauge]:
 BUILD_INFO = Gauge("kooper_build_info", "The running operator's version (always 1)",
                    ["version", "python"])
 BUILD_INFO.labels(kooper.__version__, platform.python_version()).set(1)
+LEADER = Gauge(
+    "kooper_leader",
+    "1 while this replica runs the rounds (it holds the leader Lease, or runs without "
+    "leader election), 0 on a standby")
 
 ROUNDS = _counter("kooper_rounds_total", "Rebalance rounds computed")
 REBALANCES = _counter(
