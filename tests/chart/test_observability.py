@@ -27,7 +27,8 @@ ENABLED = {"metrics": {"prometheusRule": {"enabled": True, "alertLabels": {"team
                        "dashboard": {"enabled": True}}}
 ALERTS = {"KooperUnassignedWork", "KooperRebalanceStuck", "KooperScheduledRebalanceOverdue",
           "KooperMembersFenced", "KooperRoundFailures", "KooperOperatorAbsent",
-          "KooperConnectorsRejected", "KooperResourcesFailed", "KooperWorkerFenced"}
+          "KooperConnectorsRejected", "KooperResourcesFailed", "KooperWorkerFenced",
+          "KooperNoLeader"}
 METRIC = re.compile(r"\bkooper_[a-z0-9_]+\b")
 
 
@@ -102,7 +103,7 @@ def test_alerts_and_dashboard_are_off_by_default(render):
                 if o["metadata"]["name"].endswith("-dashboard")]
 
 
-def test_the_rule_holds_the_nine_alerts_with_severity_and_extra_labels(rule_groups):
+def test_the_rule_holds_the_ten_alerts_with_severity_and_extra_labels(rule_groups):
     rules = [r for group in rule_groups for r in group["rules"]]
     assert {r["alert"] for r in rules} == ALERTS
     for rule in rules:
@@ -115,7 +116,7 @@ def test_promtool_check_rules_accepts_the_rendered_alerts(promtool, rule_groups,
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule_groups}))
     code, output = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert code == 0, output
-    assert "SUCCESS: 9 rules found" in output
+    assert "SUCCESS: 10 rules found" in output
 
 
 def test_promtool_rejects_a_broken_expression(promtool, rule_groups, tmp_path):
@@ -213,6 +214,9 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
         "interval": "1m",
         "input_series": [
             _series("kooper_build_info", "1x40", version="1.0.0", python="3.12.0"),
+            # Two replicas: one leads, the other stands by.
+            {"series": 'kooper_leader{pod="kooper-a"}', "values": "1x40"},
+            {"series": 'kooper_leader{pod="kooper-b"}', "values": "0x40"},
             _series("kooper_unassigned_resources", "0x40"),
             _series("kooper_pending_members", "0x40"),
             _series("kooper_fenced_members", "0x40"),
@@ -245,8 +249,25 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
              "exp_alerts": []},
         ],
     }
+    # Both replicas up, neither leading (say, neither can write the leader Lease): no
+    # round runs and no per-group series exists.
+    leaderless = {
+        "interval": "1m",
+        "input_series": [
+            _series("kooper_build_info", "1x40", version="1.0.0", python="3.12.0"),
+            {"series": 'kooper_leader{pod="kooper-a"}', "values": "1x2 0x40"},
+            {"series": 'kooper_leader{pod="kooper-b"}', "values": "0x40"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "20m", "alertname": "KooperNoLeader",
+             "exp_alerts": [{"exp_labels": {"severity": "warning", "team": "ops"},
+                             "exp_annotations": {"summary": "No kooper operator replica "
+                                                            "leads: no group rebalances"}}]},
+            {"eval_time": "20m", "alertname": "KooperOperatorAbsent", "exp_alerts": []},
+        ],
+    }
     tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
-             "tests": [sick, healthy, gone]}
+             "tests": [sick, healthy, gone, leaderless]}
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
     code, output = run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
     assert code == 0, output
