@@ -338,6 +338,14 @@ BAD_VALUES = [
         {"operator": {"securityContext": {"runAsRoot": True}}},
         "additional properties 'runAsRoot' not allowed",
     ),
+    # The API server refuses these probe fields (validateReadinessProbe/LivenessProbe):
+    # say so at install time, not halfway through applying the release.
+    (
+        {"operator": {"readinessProbe": {"terminationGracePeriodSeconds": 5}}},
+        "additional properties 'terminationGracePeriodSeconds' not allowed",
+    ),
+    ({"operator": {"livenessProbe": {"successThreshold": 2}}},
+     "/operator/livenessProbe/successThreshold"),
 ]
 
 
