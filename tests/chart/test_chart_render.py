@@ -346,7 +346,26 @@ BAD_VALUES = [
     ),
     ({"operator": {"livenessProbe": {"successThreshold": 2}}},
      "/operator/livenessProbe/successThreshold"),
+    # Not a label value: the API server would refuse the pod template.
+    ({"operator": {"podLabels": {"team": "ops team"}}}, "/operator/podLabels/team"),
 ]
+
+
+GOOD_VALUES = [
+    {"operator": {"podLabels": {"example.com/team": "ops", "tier": "", "v": "1.2_a-b"}}},
+    {"operator": {"podLabels": None}},  # `--set operator.podLabels=null` drops the default
+    {"operator": {"readinessProbe": {"successThreshold": 2}}},
+    {"operator": {"livenessProbe": {"successThreshold": 1, "terminationGracePeriodSeconds": 5}}},
+]
+"""Odd but valid values the schema must keep accepting."""
+
+
+@pytest.mark.parametrize("values", GOOD_VALUES)
+def test_odd_but_valid_values_render(render, values):
+    (deploy,) = conftest.find(render(values), "Deployment")
+    pod = deploy["spec"]["template"]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "operator"
+    assert kubernetes_validate.validate(deploy, conftest.KUBE_VERSION, strict=True)
 
 
 @pytest.mark.parametrize(("values", "message"), BAD_VALUES)
@@ -370,6 +389,12 @@ CONTRADICTIONS = [
     # kopf pauses every peer when the highest priority is shared, and every replica of the
     # Deployment runs with the same priority: two of them would both pause, for good.
     ({"kopfPeering": {"enabled": True}}, "kopfPeering.enabled needs replicaCount: 1"),
+    # A pod label that repeats a selector label would make the pod template disagree with
+    # the Deployment's (immutable) selector, or the rendered YAML repeat a key.
+    *[({"operator": {"podLabels": {key: "x"}}},
+       f"operator.podLabels must not set {key}: the chart sets it")
+      for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+                  "app.kubernetes.io/component")],
 ]
 
 

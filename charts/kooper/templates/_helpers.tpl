@@ -150,6 +150,11 @@ operator watches (the release namespace by default, and when it watches all). */
 {{- if and .Values.kopfPeering.enabled (gt (int .Values.replicaCount) 1) -}}
 {{- fail "kopfPeering.enabled needs replicaCount: 1: kopf pauses every peer while the highest priority is shared, and all replicas run with the same one (leader election is what keeps a hot standby)" -}}
 {{- end -}}
+{{- range $key, $_ := include "kooper.selectorLabels" . | fromYaml -}}
+{{- if hasKey ($.Values.operator.podLabels | default dict) $key -}}
+{{- fail (printf "operator.podLabels must not set %s: the chart sets it, and the Deployment's selector (immutable) matches it" $key) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (int .Values.operator.healthPort) (int .Values.metrics.port) -}}
 {{- fail "operator.healthPort and metrics.port must differ: the operator serves /healthz and /metrics on separate ports" -}}
 {{- end -}}
