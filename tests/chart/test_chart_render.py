@@ -346,6 +346,10 @@ BAD_VALUES = [
     ),
     ({"operator": {"livenessProbe": {"successThreshold": 2}}},
      "/operator/livenessProbe/successThreshold"),
+    # Names of objects (and a label value): a DNS-1123 label, or the API server refuses them.
+    ({"fullnameOverride": "Kooper_Ops"}, "/fullnameOverride"),
+    ({"nameOverride": "Kooper"}, "/nameOverride"),
+    ({"nameOverride": "kooper.ops"}, "/nameOverride"),
     # Not a label value: the API server would refuse the pod template.
     ({"operator": {"podLabels": {"team": "ops team"}}}, "/operator/podLabels/team"),
 ]
@@ -355,6 +359,7 @@ GOOD_VALUES = [
     {"operator": {"podLabels": {"example.com/team": "ops", "tier": "", "v": "1.2_a-b"}}},
     {"operator": {"podLabels": None}},  # `--set operator.podLabels=null` drops the default
     {"operator": {"readinessProbe": {"successThreshold": 2}}},
+    {"fullnameOverride": "team-a-kooper", "nameOverride": "operator"},
     {"operator": {"livenessProbe": {"successThreshold": 1, "terminationGracePeriodSeconds": 5}}},
 ]
 """Odd but valid values the schema must keep accepting."""
