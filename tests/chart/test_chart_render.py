@@ -350,6 +350,10 @@ BAD_VALUES = [
     ({"fullnameOverride": "Kooper_Ops"}, "/fullnameOverride"),
     ({"nameOverride": "Kooper"}, "/nameOverride"),
     ({"nameOverride": "kooper.ops"}, "/nameOverride"),
+    # Not Kubernetes quantities: binary suffixes are Ki, Mi, Gi, ...; nothing is negative.
+    ({"operator": {"resources": {"requests": {"memory": "512mi"}}}},
+     "/operator/resources/requests/memory"),
+    ({"operator": {"resources": {"limits": {"cpu": "-1"}}}}, "/operator/resources/limits/cpu"),
     # Not a label value: the API server would refuse the pod template.
     ({"operator": {"podLabels": {"team": "ops team"}}}, "/operator/podLabels/team"),
 ]
@@ -360,6 +364,9 @@ GOOD_VALUES = [
     {"operator": {"podLabels": None}},  # `--set operator.podLabels=null` drops the default
     {"operator": {"readinessProbe": {"successThreshold": 2}}},
     {"fullnameOverride": "team-a-kooper", "nameOverride": "operator"},
+    {"operator": {"resources": {"requests": {"cpu": 0.5, "memory": "1.5Gi"},
+                                "limits": {"cpu": "1500m", "memory": "1e9",
+                                           "ephemeral-storage": "64M"}}}},
     {"operator": {"livenessProbe": {"successThreshold": 1, "terminationGracePeriodSeconds": 5}}},
 ]
 """Odd but valid values the schema must keep accepting."""
