@@ -6,6 +6,7 @@ import re
 
 import kubernetes_validate
 import pytest
+import yaml
 from tests.chart import conftest, crdschema
 
 VALUE_SETS = {"default": {}, "non-default": conftest.NON_DEFAULT_VALUES}
@@ -534,3 +535,37 @@ def test_notes_do_not_claim_a_worker_service_account_the_chart_did_not_create(
     notes = next(t for p, t in render_text(values).items() if p.endswith("NOTES.txt"))
     assert "this chart created" not in notes
     assert '"kooper-worker"' in notes  # still named: the examples' pods use it
+
+
+SELECTOR = {"app.kubernetes.io/name": "kooper", "app.kubernetes.io/instance": "kooper",
+            "app.kubernetes.io/component": "operator"}
+"""The operator Deployment's selector for release "kooper": immutable once installed."""
+
+
+@pytest.mark.parametrize("values", [
+    {}, conftest.NON_DEFAULT_VALUES, {"operator": {"watchAllNamespaces": True}},
+    {"replicaCount": 1, "leaderElection": {"enabled": False}},
+    {"image": {"tag": "9.9.9"}, "operator": {"podLabels": {"tier": "ops"}}},
+    {"fullnameOverride": "ops-kooper"},
+], ids=["default", "non-default", "all-namespaces", "single", "new-image", "fullname"])
+def test_the_selector_never_changes_with_values_users_change_later(render, values):
+    # `helm upgrade` cannot change a Deployment's selector ("field is immutable"): it must
+    # not carry the chart or app version, the image, or anything but the release and name.
+    rendered = render(values)
+    (deploy,) = conftest.find(rendered, "Deployment")
+    assert deploy["spec"]["selector"] == {"matchLabels": SELECTOR}
+    for kind in ("PodDisruptionBudget", "Service"):
+        for obj in conftest.find(rendered, kind):
+            selector = obj["spec"]["selector"]
+            assert selector.get("matchLabels", selector) == SELECTOR
+
+
+def test_rendered_objects_validate_against_the_oldest_kubernetes_the_chart_admits(render):
+    chart = yaml.safe_load((conftest.CHART / "Chart.yaml").read_text())
+    match = re.fullmatch(r">=(\d+)\.(\d+)\.0-0", chart["kubeVersion"])
+    assert match, chart["kubeVersion"]
+    oldest = f"{match.group(1)}.{match.group(2)}.0"
+    for values in VALUE_SETS.values():
+        for obj in conftest.objects(render(values)):
+            if obj["apiVersion"] not in {"monitoring.coreos.com/v1", "kopf.dev/v1"}:
+                assert kubernetes_validate.validate(obj, oldest, strict=True)
