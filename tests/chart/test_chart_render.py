@@ -569,3 +569,27 @@ def test_rendered_objects_validate_against_the_oldest_kubernetes_the_chart_admit
         for obj in conftest.objects(render(values)):
             if obj["apiVersion"] not in {"monitoring.coreos.com/v1", "kopf.dev/v1"}:
                 assert kubernetes_validate.validate(obj, oldest, strict=True)
+
+
+@pytest.mark.parametrize(("service_account", "expected"), [
+    ({"create": False}, "kooper"), ({"create": False, "name": "ops-kooper"}, "ops-kooper"),
+    ({"create": True, "name": "ops-kooper"}, "ops-kooper"),
+], ids=["existing-unnamed", "existing-named", "created-named"])
+def test_the_operator_rights_go_to_the_service_account_values_yaml_names(
+        render, service_account, expected):
+    # values.yaml: "empty means the generated full name". Falling back to the namespace's
+    # `default` ServiceAccount instead would hand the operator's rights (and its exemption
+    # in the admission policies) to every pod there that names no account.
+    rendered = render({"serviceAccount": service_account})
+    (deploy,) = conftest.find(rendered, "Deployment")
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == expected
+    subjects = [s for kind in ("RoleBinding", "ClusterRoleBinding")
+                for b in conftest.find(rendered, kind)
+                if not b["metadata"]["name"].endswith("-worker") for s in b["subjects"]]
+    assert subjects
+    assert {s["name"] for s in subjects} == {expected}
+    policies = [p for p in conftest.find(rendered, "ValidatingAdmissionPolicy")
+                if p["metadata"]["name"].endswith("operator-writes")]
+    assert policies
+    assert "system:serviceaccount:kooper-system:default" not in str(policies)
+    assert f"system:serviceaccount:kooper-system:{expected}" in str(policies)

@@ -96,12 +96,14 @@ app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
-{{/* The operator's service account name. */}}
+{{/* The operator's service account name: serviceAccount.name, else the full name, whether
+the chart creates it or not. Never the namespace's "default": that would hand the
+operator's rights to every pod there that names no account. */}}
 {{- define "kooper.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "kooper.fullname" .) .Values.serviceAccount.name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- default (include "kooper.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
