@@ -593,3 +593,15 @@ def test_the_operator_rights_go_to_the_service_account_values_yaml_names(
     assert policies
     assert "system:serviceaccount:kooper-system:default" not in str(policies)
     assert f"system:serviceaccount:kooper-system:{expected}" in str(policies)
+
+
+def test_app_version_is_the_version_of_the_package_the_image_runs():
+    # The default image tag is appVersion: a release that bumps the package but not the
+    # chart would install the previous operator.
+    import tomllib
+
+    import kooper
+
+    chart = yaml.safe_load((conftest.CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((conftest.ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"] == kooper.__version__
