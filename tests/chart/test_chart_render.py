@@ -366,7 +366,7 @@ GOOD_VALUES = [
     {"operator": {"readinessProbe": {"successThreshold": 2}}},
     {"fullnameOverride": "team-a-kooper", "nameOverride": "operator"},
     {"operator": {"resources": {"requests": {"cpu": 0.5, "memory": "1.5Gi"},
-                                "limits": {"cpu": "1500m", "memory": "1e9",
+                                "limits": {"cpu": "1500m", "memory": "2e9",
                                            "ephemeral-storage": "64M"}}}},
     {"operator": {"livenessProbe": {"successThreshold": 1, "terminationGracePeriodSeconds": 5}}},
 ]
