@@ -605,3 +605,33 @@ def test_app_version_is_the_version_of_the_package_the_image_runs():
     chart = yaml.safe_load((conftest.CHART / "Chart.yaml").read_text())
     project = tomllib.loads((conftest.ROOT / "pyproject.toml").read_text())["project"]
     assert chart["appVersion"] == project["version"] == kooper.__version__
+
+
+def _readme_rows(heading):
+    readme = (conftest.CHART / "README.md").read_text()
+    section = readme.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")]
+            for line in section.splitlines()
+            if line.startswith("| `")]
+
+
+def test_the_readme_values_table_names_real_values_with_their_defaults():
+    values = yaml.safe_load((conftest.CHART / "values.yaml").read_text())
+    rows = _readme_rows("Values you will change")
+    assert len(rows) >= 10
+    checked = 0
+    for path_cell, default_cell, _ in rows:
+        paths = re.findall(r"`([^`]+)`", path_cell)
+        defaults = [d.strip() for d in default_cell.split(" / ")]
+        assert len(paths) == len(defaults), path_cell
+        for path, default in zip(paths, defaults, strict=True):
+            current = values
+            for part in path.split("."):
+                assert isinstance(current, dict), f"README: {path}"
+                assert part in current, f"README: {path}"
+                current = current[part]
+            literal = re.match(r"`([^`]*)`", default)
+            if literal:  # a literal default (else words: "appVersion", "none")
+                assert yaml.safe_load(literal.group(1)) == current, (path, default, current)
+                checked += 1
+    assert checked >= 10
