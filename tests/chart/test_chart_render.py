@@ -355,6 +355,8 @@ BAD_VALUES = [
     ({"operator": {"resources": {"requests": {"memory": "512mi"}}}},
      "/operator/resources/requests/memory"),
     ({"operator": {"resources": {"limits": {"cpu": "-1"}}}}, "/operator/resources/limits/cpu"),
+    ({"serviceAccount": {"name": "Kooper_Operator"}}, "/serviceAccount/name"),
+    ({"operator": {"nodeSelector": {"pool": "ops pool"}}}, "/operator/nodeSelector/pool"),
     # Not a label value: the API server would refuse the pod template.
     ({"operator": {"podLabels": {"team": "ops team"}}}, "/operator/podLabels/team"),
 ]
@@ -365,6 +367,8 @@ GOOD_VALUES = [
     {"operator": {"podLabels": None}},  # `--set operator.podLabels=null` drops the default
     {"operator": {"readinessProbe": {"successThreshold": 2}}},
     {"fullnameOverride": "team-a-kooper", "nameOverride": "operator"},
+    {"serviceAccount": {"name": "kooper.operator"},
+     "operator": {"nodeSelector": {"node-role.kubernetes.io/ops": "", "pool": "ops_1.a"}}},
     {"operator": {"resources": {"requests": {"cpu": 0.5, "memory": "1.5Gi"},
                                 "limits": {"cpu": "1500m", "memory": "2e9",
                                            "ephemeral-storage": "64M"}}}},
