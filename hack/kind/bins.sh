@@ -10,7 +10,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=pins.env
 source "$here/pins.env"
 set_name="${1:?usage: bins.sh tools|node}"
-recipe=1  # bump when a build command below changes what it produces
+recipe=2  # bump when a build command below changes what it produces
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kooper"
 
 case "$set_name" in
@@ -43,7 +43,15 @@ case "$set_name" in
 tools)
     echo "building kind $KIND_VERSION and helm $HELM_VERSION into $dir" >&2
     GOBIN="$tmp" go install -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"
-    GOBIN="$tmp" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    # As Helm's Makefile: stamp the Kubernetes version of Helm's client-go, which `helm
+    # template` (no cluster) checks kubeVersion against and `helm lint` checks deprecations
+    # against; without it Helm assumes 1.20 and refuses the chart (kubeVersion >=1.30).
+    helm_mod="$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')"
+    client_go="$(sed -n 's#^\tk8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$helm_mod" | head -1)"
+    [[ -n "$client_go" ]] || { echo "no k8s.io/client-go in $helm_mod" >&2; exit 1; }
+    kv="-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$client_go"
+    kv="$kv -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$client_go"
+    GOBIN="$tmp" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION $kv" \
         "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
     ;;
 node)
