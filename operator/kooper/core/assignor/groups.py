@@ -31,13 +31,13 @@ def doubled(r: Round, tasks: AbstractSet[str]) -> Doubled:
     Only the answer is kept (for a frozen set, by identity), not the parsed names.
     """
     if isinstance(tasks, frozenset):
-        known = r.doubled_of.get(id(tasks))
+        known = r.doubled_of().get(id(tasks))
         if known is not None:
             return known[1]
     held = connectors(tasks)
     result = held if isinstance(held, Counter) else None
     if isinstance(tasks, frozenset):
-        r.doubled_of[id(tasks)] = (tasks, result)  # holding the set: ids stay unique
+        r.doubled_of()[id(tasks)] = (tasks, result)  # holding the set: ids stay unique
     return result
 
 
@@ -46,7 +46,7 @@ def doubled_within(r: Round, tasks: AbstractSet[str], whole: frozenset[str]) -> 
     ``whole`` (a member that only gave up work) and ``whole`` is known to hold no two
     tasks of one connector."""
     if tasks is not whole:
-        known = r.doubled_of.get(id(whole))
+        known = r.doubled_of().get(id(whole))
         if known is not None and known[1] is None and tasks <= whole:
             return None
     return doubled(r, tasks)

@@ -19,7 +19,7 @@ class Round:
     """The working sets of one ``plan`` call (never escapes ``plan``)."""
 
     __slots__ = (
-        "cache", "configured", "contested", "current", "departed", "doubled_of", "held",
+        "_doubled_of", "cache", "configured", "contested", "current", "departed", "held",
         "now_ms", "order", "previous", "receivers", "rules", "snapshot",
     )
 
@@ -42,12 +42,17 @@ class Round:
         self.receivers = rules.receivers(snapshot, self.rules)
         self.departed = departed(snapshot, previous)
         self.current, self.held = hold(self.order, snapshot, previous, self.departed, cache)
-        self.doubled_of: dict[int, model.Shape] = {
-            id(shape[0]): shape for shape in previous.shapes.values()}
-        """``groups.doubled`` of the task sets seen this round, by ``id`` (holding the set),
-        starting from what the previous round read (``PlanState.shapes``)."""
+        self._doubled_of: dict[int, model.Shape] | None = None
         self.contested: indexes.Union | None = None
         """``contested.union``'s answer, once asked without a persistent cache."""
+
+    def doubled_of(self) -> dict[int, model.Shape]:
+        """``groups.doubled`` of the task sets seen this round, by ``id`` (holding the set),
+        starting from what the previous round read (``PlanState.shapes``); built when
+        first asked, which a round whose spread check reads the cache's index never does."""
+        if self._doubled_of is None:
+            self._doubled_of = {id(shape[0]): shape for shape in self.previous.shapes.values()}
+        return self._doubled_of
 
 
 def fenced_since_assigned(member: model.Member, previous: model.PlanState) -> bool:

@@ -86,7 +86,7 @@ def _shapes(r: Round, nxt: Holdings) -> dict[ids.WorkerId, model.Shape]:
     a later round without that index reads the sets again, and plans the same."""
     if not r.rules.spread or r.cache.spread_indexed():
         return {}
-    known, current = r.doubled_of, r.current
+    known, current = r.doubled_of(), r.current
     shapes: dict[ids.WorkerId, model.Shape] = {}
     for member in r.order:
         tasks = nxt[member].tasks
