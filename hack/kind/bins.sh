@@ -10,18 +10,21 @@ here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=pins.env
 source "$here/pins.env"
 set_name="${1:?usage: bins.sh tools|node}"
-recipe=2  # bump when a build command below changes what it produces
+# Bump a set's recipe when its build command below changes what it produces; each set
+# has its own, so a change to one rebuilds only that one (the node set is the long build).
+tools_recipe=2
+node_recipe=2
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kooper"
 
 case "$set_name" in
 tools)
     bins=(kind helm)
-    pins="$( (echo "$recipe"; grep -E '^(KIND|HELM)_VERSION=' "$here/pins.env") | sha256sum | cut -c1-12)"
+    pins="$( (echo "$tools_recipe"; grep -E '^(KIND|HELM)_VERSION=' "$here/pins.env") | sha256sum | cut -c1-12)"
     dir="$cache/kind-tools-$KIND_VERSION-helm-$HELM_VERSION-$pins"
     ;;
 node)
     bins=(kubelet kubeadm kube-scheduler kube-proxy coredns crictl pause)
-    pins="$( (echo "$recipe"; cat "$here/pins.env" "$here/../kube/go.mod" "$here/../kube/go.sum") | sha256sum | cut -c1-12)"
+    pins="$( (echo "$node_recipe"; cat "$here/pins.env" "$here/../kube/go.mod" "$here/../kube/go.sum") | sha256sum | cut -c1-12)"
     dir="$cache/kind-node-bins-$pins"
     ;;
 *) echo "usage: bins.sh tools|node" >&2; exit 2 ;;
