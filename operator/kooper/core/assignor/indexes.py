@@ -284,7 +284,7 @@ class Groups:
     def of(
         self, holdings: Mapping[ids.WorkerId, AbstractSet[str]], groups: AbstractSet[str]
     ) -> dict[str, Counter[ids.WorkerId]]:
-        """``balance.count_groups(holdings, groups)``, from the index plus what differs.
+        """``balance.count_groups``, from the index plus what ``holdings`` changes in it.
 
         A connector no member's difference touches gets the index's own counter: the
         caller must not change the result (``balance.allocate`` copies what it counts).

@@ -80,13 +80,12 @@ def place_spread(r: Round, nxt_t: Draft, free_t: AbstractSet[str]) -> None:
     """Free tasks to the members with the fewest of their connector, then the least load."""
     ordered = sorted(free_t, key=model.resource_sort_key)
     wanted = {balance.task_group(task) for task in ordered}
-    holdings = nxt_t.holdings()
     if r.cache.persistent:
         index = r.cache.groups
         index.sync(nxt_t.base)
-        group_counts = index.of(holdings, wanted)
+        group_counts = index.of(nxt_t.edited, wanted)  # the others' sets are the index's
     else:
-        group_counts = groups.count_groups(r, holdings, wanted)
+        group_counts = groups.count_groups(r, nxt_t.holdings(), wanted)
     receivers = r.receivers
     if receivers is not None:
         group_counts = {group: Counter({m: n for m, n in counter.items() if m in receivers})
