@@ -135,10 +135,12 @@ def _series(name, values, **labels):
     return {"series": f"{name}{{{text}}}", "values": values}
 
 
-def _firing(name, summary, **value):
+def _firing(name, summary, *, at, **about):
+    """A promtool expectation: ``name`` fires at ``at`` with ``summary``, labelled for
+    WorkerGroup team-a/orders unless ``about`` names other labels (a group, a pod)."""
     labels = {"severity": "warning", "team": "ops", "namespace": "team-a",
-              "workergroup": "orders"}
-    return {"eval_time": value.pop("at"), "alertname": name,
+              **(about or {"workergroup": "orders"})}
+    return {"eval_time": at, "alertname": name,
             "exp_alerts": [{"exp_labels": labels, "exp_annotations": {"summary": summary}}]}
 
 
@@ -186,26 +188,14 @@ def test_each_alert_fires_on_its_condition_and_not_when_healthy(promtool, rule_g
             _firing("KooperMembersFenced", f"{where}: 1 members fenced themselves", at="15m"),
             _firing("KooperRoundFailures", f"{where}: 10 rounds failed in 10 minutes",
                     at="30m"),
-            {"eval_time": "10m", "alertname": "KooperScheduledRebalanceOverdue",
-             "exp_alerts": [{
-                 "exp_labels": {"severity": "warning", "team": "ops", "namespace": "team-a",
-                                "workergroup": "late"},
-                 "exp_annotations": {"summary": "WorkerGroup team-a/late: the scheduled "
-                                                "rebalance is 9m 0s overdue"}}]},
-            {"eval_time": "15m", "alertname": "KooperConnectorsRejected",
-             "exp_alerts": [{
-                 "exp_labels": {"severity": "warning", "team": "ops", "namespace": "team-a",
-                                "workergroup": "big"},
-                 "exp_annotations": {"summary": "WorkerGroup team-a/big: 3 resources of "
-                                                "rejected connectors run nowhere"}}]},
+            _firing("KooperScheduledRebalanceOverdue", "WorkerGroup team-a/late: the "
+                    "scheduled rebalance is 9m 0s overdue", at="10m", workergroup="late"),
+            _firing("KooperConnectorsRejected", "WorkerGroup team-a/big: 3 resources of "
+                    "rejected connectors run nowhere", at="15m", workergroup="big"),
             _firing("KooperResourcesFailed", f"{where}: 2 connector instances or tasks "
                     "failed", at="20m"),
-            {"eval_time": "15m", "alertname": "KooperWorkerFenced",
-             "exp_alerts": [{
-                 "exp_labels": {"severity": "warning", "team": "ops", "namespace": "team-a",
-                                "pod": "w-1"},
-                 "exp_annotations": {"summary": "Worker team-a/w-1 fenced itself: it runs "
-                                                "nothing"}}]},
+            _firing("KooperWorkerFenced", "Worker team-a/w-1 fenced itself: it runs nothing",
+                    at="15m", pod="w-1"),
             # Not yet: each condition has to hold for its `for`.
             {"eval_time": "5m", "alertname": "KooperUnassignedWork", "exp_alerts": []},
         ],
