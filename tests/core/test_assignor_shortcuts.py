@@ -19,7 +19,7 @@ from tests.core.test_assignor_properties import NAMES, Group, operations, polici
 from kooper.core import assignor, balance, ids, model
 from kooper.core.assignor import groups as groups_stage
 from kooper.core.assignor import holdings as holdings_stage
-from kooper.core.assignor import indexes, spread
+from kooper.core.assignor import spread, spreadindex
 
 CONNECTORS = ["a", "b", "a-b", "c-1", "", "d"]
 TASKS = [ids.task_id(c, n) for c in CONNECTORS for n in range(5)]
@@ -198,11 +198,11 @@ SIZES = [dict.fromkeys(CONNECTORS, 5), {"a": 5, "b": 3, "d": 1}]
 @given(history=st.lists(st.tuples(task_sets, task_sets, st.integers(1, 5),
                                   st.sampled_from(SIZES)), min_size=1, max_size=6))
 def test_the_spread_index_answers_what_counting_from_scratch_answers(history):
-    """``indexes.Groups.all_spread`` remembers the connectors found spread until ``sync``
+    """``spreadindex.Groups.all_spread`` remembers the connectors found spread until ``sync``
     changes their counts, and the sizes and member count of the last call that found
     every connector spread; rounds that sync, and ask with and without ``changed``
     sets, answer as a count from scratch does."""
-    index = indexes.Groups()
+    index = spreadindex.Groups()
     for sets, changed, members, sizes in history:
         index.sync(sets)
         for _ in range(2):  # the second ask may take the remembered answer

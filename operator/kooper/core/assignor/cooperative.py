@@ -32,7 +32,7 @@ def cooperative(r: Round) -> model.Plan:
     tasks = kept.tasks
     if r.order:
         before = kept.tasks.copy() if r.rules.spread else None
-        placement.place(r, kept, free_work, waiting, may_revoke=decision.may_revoke)
+        placement.place(r, kept, free_work, waiting, revoking=decision.revoking())
         if before is not None:
             tasks, decision = spread.reshape(r, before, kept.tasks, free_work.tasks,
                                              delay=waiting.delay, decision=decision)

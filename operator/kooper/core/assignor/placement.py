@@ -23,15 +23,17 @@ from kooper.core.assignor.holdings import Round
 _NONE: frozenset[str] = frozenset()
 
 
-def place(r: Round, kept: Kept, free: Free, waiting: Waiting, *, may_revoke: bool) -> None:
-    """Revoke for balance (if it may), then place the free work, in ``kept``."""
+def place(r: Round, kept: Kept, free: Free, waiting: Waiting, *,
+          revoking: tuple[revocations.Counts, revocations.Counts] | None) -> None:
+    """Revoke for balance (``revoking``: the counts, if it may), then place the free
+    work, in ``kept``."""
     free_c, free_t = free.connectors, free.tasks
     pooled_c = pooled_t = _NONE
     if r.rules.lost_as_one_pool:
         pooled_c, pooled_t = pooled(r, free, waiting)
         free_c, free_t = free_c - pooled_c, free_t - pooled_t
-    if may_revoke:
-        freed_c, freed_t = revocations.revoke(r, kept)
+    if revoking is not None:
+        freed_c, freed_t = revocations.revoke(r, kept, revoking)
         free_c, free_t = free_c | freed_c, free_t | freed_t
     if free_c:
         _allocate(r, kept.connectors, free_c, len(r.configured.connectors))

@@ -25,13 +25,23 @@ Pick = Callable[[Iterable[str], int], list[str]]
 """Which ``count`` of a member's resources to revoke."""
 
 
+Counts = dict[ids.WorkerId, int]
+"""Per member, how many resources of one kind it gives up (``balance.revocation_counts``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Decision:
-    """Whether balancing wants to revoke, whether it may this round, and the backoff."""
+    """Whether balancing wants to revoke, whether it may this round, and the backoff;
+    with ``counts``, how many of each kind (connectors, tasks) each member gives up."""
 
     wanted: bool
     may_revoke: bool
     held_back: model.RevocationBackoff
+    counts: tuple[Counts, Counts] | None = None
+
+    def revoking(self) -> tuple[Counts, Counts] | None:
+        """The counts to revoke this round: None unless it may."""
+        return self.counts if self.may_revoke else None
 
 
 def kinds(r: Round, kept: Kept) -> tuple[tuple[Draft, int, bool], tuple[Draft, int, bool]]:
@@ -47,11 +57,12 @@ def decide(r: Round, kept: Kept, delay: model.Delay | None) -> Decision:
         # KIP-415: no revocation for balance while a delay is pending; and under
         # ``kooper`` none while a rollout is in progress (``rules.receivers``).
         return Decision(False, False, backoff.deferred(previous.backoff))
-    wanted = bool(r.order) and wants_revocation(r, kept)
+    counted = counts(r, kept) if r.order else ({}, {})
+    wanted = wants_revocation(r, kept, counted)
     return Decision(wanted, *backoff.decide(
         previous.backoff, wants_revocation=wanted, now_ms=r.now_ms,
         max_delay_ms=r.snapshot.settings.max_delay_ms,
-    ))
+    ), counts=counted)
 
 
 def insist(r: Round, decision: Decision, delay: model.Delay | None) -> Decision:
@@ -61,19 +72,26 @@ def insist(r: Round, decision: Decision, delay: model.Delay | None) -> Decision:
     return Decision(True, *backoff.decide(
         r.previous.backoff, wants_revocation=True, now_ms=r.now_ms,
         max_delay_ms=r.snapshot.settings.max_delay_ms,
-    ))
+    ), counts=decision.counts)
 
 
-def wants_revocation(r: Round, kept: Kept) -> bool:
+def counts(r: Round, kept: Kept) -> tuple[Counts, Counts]:
+    """(connectors, tasks): how many each member gives up for its kind to end balanced,
+    counted once a round, before placement edits the drafts (``revoke`` trims by them)."""
+    c, t = (balance.revocation_counts(draft.sizes(), total, moved(r, draft))
+            for draft, total, _ in kinds(r, kept))
+    return c, t
+
+
+def wants_revocation(r: Round, kept: Kept, counted: tuple[Counts, Counts]) -> bool:
     """Whether balancing would stop something a member runs (``core.backoff`` asks).
 
     Trimming what a member was only handed this round stops nothing, so it is
     not a revocation.
     """
     held = r.held
-    for draft, total, is_tasks in kinds(r, kept):
-        counts = balance.revocation_counts(draft.sizes(), total, moved(r, draft))
-        for member, count in counts.items():
+    for (draft, _, is_tasks), kind_counts in zip(kinds(r, kept), counted, strict=True):
+        for member, count in kind_counts.items():
             has = held[member].tasks if is_tasks else held[member].connectors
             if count > sum(1 for x in draft.get(member) if x not in has):
                 return True
@@ -99,9 +117,11 @@ def moved(r: Round, draft: Draft) -> Callable[[ids.WorkerId, int], int] | None:
     return nth
 
 
-def revoke(r: Round, kept: Kept) -> tuple[frozenset[str], frozenset[str]]:
-    """Trim members above their target; return what was trimmed without being held
-    (connectors, tasks): it goes back to the free work."""
+def revoke(r: Round, kept: Kept,
+           counted: tuple[Counts, Counts]) -> tuple[frozenset[str], frozenset[str]]:
+    """Trim members by ``counted`` (``counts``, on the drafts as they are still); return
+    what was trimmed without being held (connectors, tasks): it goes back to the free
+    work."""
     epochs = r.previous.epochs if r.rules.least_moved else None
     spread = r.rules.spread
     taken = Counter[str]()
@@ -110,15 +130,17 @@ def revoke(r: Round, kept: Kept) -> tuple[frozenset[str], frozenset[str]]:
     def pick_last(resources: Iterable[str], count: int) -> list[str]:
         return balance.pick_last(resources, count, epochs)
 
+    connector_of = r.cache.task_connectors() if spread else None
+
     def pick_spread(tasks: Iterable[str], count: int) -> list[str]:
-        return balance.pick_spread_tasks(tasks, count, taken, epochs, moved_first=moved_first)
+        return balance.pick_spread_tasks(tasks, count, taken, epochs, moved_first=moved_first,
+                                         connector_of=connector_of)
 
     freed: list[frozenset[str]] = []
-    for draft, total, is_tasks in kinds(r, kept):
+    for (draft, _, is_tasks), kind_counts in zip(kinds(r, kept), counted, strict=True):
         pick = pick_spread if is_tasks and spread else pick_last
         trimmed: frozenset[str] = frozenset()
-        for member, count in balance.revocation_counts(
-                draft.sizes(), total, moved(r, draft)).items():
+        for member, count in kind_counts.items():
             held = r.held[member]
             trimmed |= trim(draft, member, held.tasks if is_tasks else held.connectors,
                             count, pick)

@@ -106,7 +106,7 @@ def spread_ok(held: Mapping[ids.WorkerId, int], size: int, members: int) -> bool
 def spread_of(histogram: Mapping[int, int], size: int, members: int) -> bool:
     """``spread_ok`` from a connector's histogram (held count → how many members hold
     that many; zero entries allowed), for an index that keeps histograms
-    (``assignor.indexes.Groups``): the rule reads only the largest count and how many
+    (``assignor.spreadindex.Groups``): the rule reads only the largest count and how many
     members hold ``floor + 1``. ``tests/core/test_spread.py`` checks the two agree."""
     held = [count for count, holders in histogram.items() if holders > 0]
     if not held or members <= 0:
