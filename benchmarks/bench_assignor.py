@@ -80,6 +80,8 @@ def main() -> None:
     parser.add_argument("--connectors", type=int, default=1000)
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--policy", choices=[p.value for p in model.Policy], default="kooper",
+                        help="the group's policy (default kooper)")
     parser.add_argument("--profile", action="store_true", help="print where the time goes")
     parser.add_argument("--fastest", action="store_true",
                         help="the fastest repeat of each round, not the median")
@@ -91,10 +93,11 @@ def main() -> None:
     snapshot = model.Snapshot(
         connectors=connectors,
         members={w: model.Member(id=w, incarnation="1") for w in names},
+        settings=model.Settings(policy=model.Policy(args.policy)),
     )
     configured = snapshot.configured()
     print(f"assignor: {args.members} members, {len(configured.tasks)} tasks, "
-          f"{len(configured.connectors)} connectors (policy kooper, protocol compatible)")
+          f"{len(configured.connectors)} connectors (policy {args.policy}, protocol compatible)")
     plan = assignor.plan(snapshot, model.PlanState(), now_ms=0, configured=configured)
     snapshot = settle(snapshot, plan)
     state = plan.state
