@@ -38,8 +38,7 @@ class Cache:
     time (it is not thread-safe); the simulator keeps one per run.
     """
 
-    __slots__ = ("assigned", "configured", "connector_of", "groups", "held", "held_of",
-                 "persistent", "plans")
+    __slots__ = ("assigned", "configured", "groups", "held", "held_of", "persistent", "plans")
 
     def __init__(self, *, persistent: bool = True) -> None:
         self.persistent = persistent
@@ -53,8 +52,6 @@ class Cache:
         self.held_of: dict[ids.WorkerId, HeldMemo] = {}
         self.plans: dict[ids.WorkerId, model.MemberPlan] = {}
         """The last round's member plans, reused when nothing in them changed."""
-        self.connector_of: dict[str, str] | None = None
-        """Each configured task's connector (``task_connectors``), once asked."""
 
     def configure(self, configured: model.ConnectorsAndTasks) -> None:
         """Start over unless the configured resources are the ones indexed."""
@@ -64,20 +61,9 @@ class Cache:
             self.configured = configured
             return
         self.configured = configured
-        self.connector_of = None
         if self.persistent:
             self.held = Union(configured)
             self.assigned = Union(configured)
-
-    def task_connectors(self) -> Mapping[str, str] | None:
-        """Each configured task's connector (``ids.task_connector``), parsed once for a
-        persistent cache; None for a one-round cache (parsing as asked is cheaper once)."""
-        if not self.persistent or self.configured is None:
-            return None
-        if self.connector_of is None:
-            tasks = list(self.configured.tasks)
-            self.connector_of = dict(zip(tasks, ids.task_connectors(tasks), strict=True))
-        return self.connector_of
 
     def spread_indexed(self) -> bool:
         """Whether the spread check reads ``groups`` (built once a round handed work out, or

@@ -130,11 +130,8 @@ def revoke(r: Round, kept: Kept,
     def pick_last(resources: Iterable[str], count: int) -> list[str]:
         return balance.pick_last(resources, count, epochs)
 
-    connector_of = r.cache.task_connectors() if spread else None
-
     def pick_spread(tasks: Iterable[str], count: int) -> list[str]:
-        return balance.pick_spread_tasks(tasks, count, taken, epochs, moved_first=moved_first,
-                                         connector_of=connector_of)
+        return balance.pick_spread_tasks(tasks, count, taken, epochs, moved_first=moved_first)
 
     freed: list[frozenset[str]] = []
     for (draft, _, is_tasks), kind_counts in zip(kinds(r, kept), counted, strict=True):

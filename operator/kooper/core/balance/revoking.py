@@ -35,7 +35,6 @@ or (-tasks held, picked, -top epoch, rank) when the picks spread first."""
 def pick_spread_tasks(
     tasks: Iterable[str], count: int, taken: Counter[str] | None = None,
     epochs: Mapping[str, int] | None = None, *, moved_first: bool = True,
-    connector_of: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``count`` tasks to revoke, taken from the connectors this member holds most of.
 
@@ -51,15 +50,12 @@ def pick_spread_tasks(
       the group spread and move nobody else.
 
     Within a connector, the task handed out most often goes first, then the highest
-    number. ``connector_of``: each task's connector (``ids.task_connector``), looked up
-    instead of parsed; it must name every one of ``tasks``.
+    number.
     """
     if count <= 0:
         return []
     listed = list(tasks)
-    connectors: list[str] = list(
-        ids.task_connectors(listed) if connector_of is None
-        else map(connector_of.__getitem__, listed))
+    connectors: list[str] = list(ids.task_connectors(listed))
     seen = taken if taken is not None else Counter[str]()
     if len(set(connectors)) == len(connectors):
         return _pick_singles(listed, connectors, count, seen, epochs, moved_first=moved_first)
