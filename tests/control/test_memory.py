@@ -8,6 +8,7 @@ import typing
 import pytest
 
 from kooper.control import inputs
+from kooper.core import model
 from kooper.control.inputs import Memory, Persisted, Volatile
 
 
@@ -35,3 +36,12 @@ def test_replace_routes_each_field_to_its_part() -> None:
     assert again.volatile is memory.volatile
     with pytest.raises(TypeError, match="no field 'member_epoch'"):
         memory.replace(member_epoch=3)  # type: ignore[call-arg]
+
+
+def test_issuing_above_a_generation_raises_the_next_plans_and_nothing_else() -> None:
+    memory = Memory.of(held=True, state=model.PlanState(generation=7))
+    assert memory.issuing_above(7) is memory
+    assert memory.issuing_above(3) is memory
+    raised = memory.issuing_above(40)
+    assert raised.persisted.state == dataclasses.replace(memory.persisted.state, generation=40)
+    assert raised.volatile is memory.volatile

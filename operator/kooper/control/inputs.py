@@ -258,6 +258,15 @@ class Memory:
             dataclasses.replace(self.persisted, **persisted) if persisted else self.persisted,
             dataclasses.replace(self.volatile, **volatile) if volatile else self.volatile)
 
+    def issuing_above(self, generation: int) -> Memory:
+        """This memory, its next plan's generation newer than ``generation`` (one a member
+        reports applying, or a document found on the API): a worker ignores every
+        document not newer than one it accepted."""
+        state = self.persisted.state
+        if generation <= state.generation:
+            return self
+        return self.replace(state=dataclasses.replace(state, generation=generation))
+
     def members(self) -> frozenset[str]:
         """Every member any per-member map may hold an entry for."""
         state = self.persisted.state

@@ -353,9 +353,6 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
                            ((member, cm.text) for member, cm in configmaps.items()),
                            group=group.name)
     planner = result.state
-    newest = max(reported, default=planner.generation)
-    if newest > planner.generation:
-        planner = dataclasses.replace(planner, generation=newest)
     given = {member: (planner.incarnations.get(member, ""),
                       assigned.union(planner.revoking.get(member, model.EMPTY)))
              for member, assigned in planner.assignments.items()}
@@ -373,4 +370,5 @@ def restored(group: views.GroupView, configmaps: Mapping[str, views.ConfigMapVie
                       floor_pending=result.epoch_floor > 0,
                       written=persisted_epochs(group.status.get("state"))),
         learned=adaptive.decode((group.status.get("state") or {}).get("adaptive")),
-        terminating=terminating(group.status.get("state")))
+        terminating=terminating(group.status.get("state"))).issuing_above(
+            max(reported, default=0))

@@ -353,12 +353,9 @@ class GroupRunner:
                 logger.warning("%s: cannot read the pods' rollouts: %s", self.key, exc)
         live = [ids.WorkerId(lease.member) for lease in inputs.leases]
         edits = await self.writer.edits(live, configmaps)
-        state = self.memory.persisted.state
-        if self.writer.newest_found > state.generation:
-            # A document we did not plan carries a newer generation than any we issued:
-            # the member's rewrite must be newer still, or its worker ignores it.
-            self.memory = self.memory.replace(state=dataclasses.replace(
-                state, generation=self.writer.newest_found))
+        # A document we did not plan may carry a newer generation than any we issued:
+        # the member's rewrite must be newer still, or its worker ignores it.
+        self.memory = self.memory.issuing_above(self.writer.newest_found)
         return dataclasses.replace(inputs, owners=owners, edits=edits,
                                    rollouts=rollouts), self.memory
 
