@@ -8,8 +8,8 @@ import typing
 import pytest
 
 from kooper.control import inputs
-from kooper.core import model
 from kooper.control.inputs import Memory, Persisted, Volatile
+from kooper.core import model
 
 
 def _declared(annotation: object) -> str:
