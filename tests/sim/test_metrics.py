@@ -75,3 +75,13 @@ def test_metrics_are_computed_per_run():
     other = [ev.Event(e.ts_ms, "s", e.group, e.member, e.resource, e.event) for e in log]
     runs = metrics.by_run(log + other + rows((30, "round", "", "")))
     assert [(m.run, m.total_pause_ms) for m in runs] == [("r", 20), ("s", 0)]
+
+
+def test_a_start_on_the_last_row_is_running_at_the_end():
+    """``docs/events.md``: intervals cut by the end of the log run there, the empty ones
+    begun there too (as ``e2e/invariants.running_at_end`` reads them)."""
+    log = rows((0, "start", "a", "X"), (5, "stop", "a", "X"), (9, "start", "b", "X"),
+               (9, "start", "b", "Y"))
+    assert metrics.running(log) == {("g", "X"): {"b"}, ("g", "Y"): {"b"}}
+    assert metrics.running(log, at_ms=5) == {}
+    assert metrics.run_metrics(log).running_at_end == 2

@@ -29,7 +29,7 @@ The definitions are those of ``kooper.analytics.transforms`` (PySpark) and
   disruption (first ``leave``, else first ``stop``) to the last ``start``
   (0 if that comes first, ``None`` without a disruption).
 * ``running_at_end``: resources still running on some member at the run's end
-  (intervals cut by the end of the log).
+  (intervals cut by the end of the log, the empty ones begun there too).
 
 A *window* (``start_ms``/``end_ms``, e.g. a drill between its first disruption
 and its convergence) measures one part of a run with the same definitions:
@@ -212,9 +212,9 @@ def running(events: Sequence[ev.Event], *, at_ms: int | None = None) -> dict[Key
     """``(group, resource) -> members`` running it at ``at_ms`` (default: the log's end).
 
     Same interval rules as the metrics: a member runs what it started until it
-    stops it, leaves or joins again.
+    stops it, leaves or joins again; one started at ``at_ms`` runs it there.
     """
-    return _still_running(_spans(_cut(_sorted(events), at_ms), at_ms))
+    return _still_running(_spans(_cut(_sorted(events), at_ms), at_ms, cut_empty=True))
 
 
 def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
@@ -282,7 +282,7 @@ def run_metrics(events: Sequence[ev.Event], *, start_ms: int | None = None,
         overlaps=_overlaps(at_end, since_ms=since),
         rounds=sum(1 for e in windowed if e.event is ev.Kind.ROUND),
         converge_ms=converge,
-        running_at_end=len(_still_running(spans)),
+        running_at_end=len(_still_running(at_end)),
         paused_ms=sum(b - max(a, since) for a, b in _paused(ordered, spans) if b > max(a, since)),
     )
 
