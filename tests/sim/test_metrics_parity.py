@@ -3,10 +3,10 @@ end, and how many intervals began over another (two readers of ``docs/events.md`
 
 from __future__ import annotations
 
+from e2e import invariants
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from e2e import invariants
 from kooper.core import events as ev
 from kooper.sim import metrics
 
