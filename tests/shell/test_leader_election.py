@@ -12,6 +12,7 @@ from tests.shell.conftest import (
     NS,
     Operator,
     condition,
+    events,
     group_status,
     make_connector,
     make_group,
@@ -76,6 +77,32 @@ def test_the_standby_takes_over_from_persisted_state_and_nothing_runs_twice(
         b.stop()
         a.stop()
     assert not fleet.violations
+
+
+def test_only_the_leader_flags_a_connector_whose_group_is_missing_and_its_successor_does_too(
+        emulated):
+    """A standby posts no ``WorkerGroupNotFound`` (nor patches the status): one Event per
+    term, from the leader; the replica that takes over flags what it finds."""
+    a = replica(emulated, "op-a").start()
+    wait_for(lambda: holder(emulated) == "op-a", what="op-a leads")
+    b = replica(emulated, "op-b").start()
+    try:
+        wait_for(lambda: b.shell.elector.holder == "op-a", what="op-b sees the leader")
+        make_connector(emulated, "lost", 2, group="nope")
+        wait_for(lambda: events(emulated, "WorkerGroupNotFound"), what="op-a flags it")
+        wait_for(lambda: (NS, "lost") in b.shell._connectors, what="op-b sees the Connector")
+        assert (NS, "lost") not in b.shell._orphans
+        assert [e["reportingInstance"] for e in events(emulated, "WorkerGroupNotFound")] \
+            == ["op-a"]
+        a.shell.elector.release_on_stop = True
+        a.stop()
+        wait_for(lambda: holder(emulated) == "op-b", what="op-b takes over")
+        wait_for(lambda: "op-b" in {e["reportingInstance"]
+                                    for e in events(emulated, "WorkerGroupNotFound")},
+                 what="op-b flags it too")
+    finally:
+        b.stop()
+        a.stop()
 
 
 class Replica:

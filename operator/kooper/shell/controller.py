@@ -93,6 +93,11 @@ class IndexViews:
         """Connectors naming ``group``."""
         return self._values("kooper_connectors", (namespace, group))
 
+    def every_connector(self) -> list[views.ConnectorView]:
+        """Every Connector view, whatever group it names."""
+        return [value for store in self._indices["kooper_connectors"].values()
+                for value in store]
+
     def configmaps(self, namespace: str, group: str) -> Iterable[views.ConfigMapView]:
         """kooper ConfigMaps of ``group``."""
         return self._values("kooper_configmaps", (namespace, group))
@@ -172,6 +177,9 @@ class Shell:
         for group in self.index_views.groups():
             self.group_seen(group.namespace, group.name, deleted=False, uid=group.uid,
                             generation=group.generation)
+        for connector in self.index_views.every_connector():  # a standby flagged none
+            if self.index_views.group(connector.namespace, connector.group) is None:
+                self._in_background(self.connector_seen(connector, deleted=False), "orphan")
 
     def _epoch_floor(self) -> int:
         """The newest leader epoch on anything a term fences (a group's status, a member
@@ -203,6 +211,9 @@ class Shell:
         would raise alerts forever)."""
         self.leading = False
         metrics.LEADER.set(0)
+        for key in list(self._orphan_retries):  # a later term flags them again
+            self._forget_orphan_retry(key)
+        self._orphans.clear()
         for (namespace, name), runner in list(self.runners.items()):
             await runner.stop()
             metrics.forget_group(f"{namespace}/{name}")
@@ -375,8 +386,8 @@ class Shell:
             self._orphans.pop(key, None)
             self._forget_orphan_retry(key)
             return
-        if self._orphans.get(key) == connector.group:
-            return
+        if self._orphans.get(key) == connector.group or not self.leading:
+            return  # flagged already; or a standby, and the leader flags it (``_lead``)
         self._orphans[key] = connector.group
         now_ms = int(time.time() * 1000)
         restart = connector.status.get("restart")
