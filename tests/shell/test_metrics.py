@@ -180,7 +180,7 @@ def test_kooper_leader_says_whether_this_replica_runs_the_rounds():
     assert leader() == 1  # without leader election this process always leads
     shell = controller.Shell(settings.Config(identity="t", leader_election=True))
     assert leader() == 0  # a replica starts as a standby
-    shell.index_views = types.SimpleNamespace(groups=lambda: [])
+    shell.index_views = types.SimpleNamespace(groups=lambda: [], every_connector=lambda: [])
     shell.context = types.SimpleNamespace(leader_epoch=0)
     asyncio.run(shell._lead())
     assert leader() == 1
