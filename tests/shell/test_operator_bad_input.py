@@ -270,3 +270,31 @@ def test_a_configmap_whose_group_label_was_removed_is_relabelled(emulated, fleet
     wait_for(lambda: emulated.get("configmaps", "kooper-w-0", namespace="default")
              ["metadata"]["labels"].get("kooper.dev/group") == "wg", what="relabelled")
     wait_for(lambda: settled(fleet, emulated, resources=3, members=1), what="settled again")
+
+
+def _dropped_events():
+    return prometheus_client.REGISTRY.get_sample_value("kooper_events_dropped_total") or 0.0
+
+
+def test_an_event_the_api_server_failed_to_post_is_posted_again(emulated, operator):
+    """Two 503s (an API server restarting) on the InvalidSpec Event: it is tried again,
+    backing off, and lands; nothing is counted as dropped."""
+    dropped = _dropped_events()
+    emulated.fail_next_writes("events", 2, code=503)
+    make_group(emulated, "odd", delay="100ns")
+    wait_for(lambda: emulated.pending_failures("events") == 0, what="the failed posts")
+    wait_for(lambda: events(emulated, "InvalidSpec"), what="the Event")
+    assert _dropped_events() == dropped
+
+
+def test_an_event_the_api_server_refused_is_counted_as_dropped(emulated, operator):
+    """A 403 (the operator's role lost ``events/create``) will not change on a retry: the
+    Event is dropped, logged and counted; the group's condition is still written."""
+    dropped = _dropped_events()
+    emulated.fail_next_writes("events", 1, code=403)
+    make_group(emulated, "odd", delay="100ns")
+    wait_for(lambda: _dropped_events() == dropped + 1, what="the dropped Event")
+    degraded = wait_for(lambda: condition(group_status(emulated, "odd"), "Degraded"),
+                        what="the condition")
+    assert degraded["reason"] == "InvalidSpec"
+    assert not events(emulated, "InvalidSpec")

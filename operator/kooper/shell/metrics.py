@@ -125,6 +125,9 @@ LOGINS = Counter("kooper_logins_total",
                  "Logins to the API server: start, 401 (a rejected token), expiring, kopf",
                  ["reason"])
 BAD_INPUT = Counter("kooper_bad_inputs_total", "Bad input noticed, by reason", ["reason"])
+EVENTS_DROPPED = Counter(
+    "kooper_events_dropped_total",
+    "Events the API server refused or never answered, after their retries")
 
 _PER_GROUP: tuple[PerGroup[Counter] | PerGroup[Gauge] | PerGroup[Histogram], ...] = (
     ROUNDS, REBALANCES, REVOCATIONS, MOVES, LOST, ROUND_ERRORS, CONNECTOR_RESTARTS, FENCED,

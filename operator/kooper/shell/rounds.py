@@ -295,9 +295,8 @@ class GroupRunner:
             metrics.BAD_INPUT.labels(reason).inc()
         for event in decided.events:
             logger.warning("%s: %s", self.key, event.message)
-            self._spawn(self.ctx.client.post_event(
-                involved=self._involved(group), reason=event.reason, message=event.message,
-                warning=event.warning, reporter=self.ctx.identity))
+            self._post(involved=self._involved(group), reason=event.reason,
+                       message=event.message, warning=event.warning)
         if await self._conditions(group, decided.refused, what="the invalid spec"):
             self.unreported = 0
             return
@@ -511,9 +510,8 @@ class GroupRunner:
                             "uid": connector.uid}
             else:
                 involved = self._involved(group)
-            self._spawn(self.ctx.client.post_event(
-                involved=involved, reason=event.reason, message=event.message,
-                warning=event.warning, reporter=self.ctx.identity))
+            self._post(involved=involved, reason=event.reason, message=event.message,
+                       warning=event.warning)
         self.ctx.audit.write(audit.rows(
             previous=previous, plan=plan, group=self.key, policy=str(group.settings.policy),
             run=self.ctx.run_id, now_ms=now_ms, snapshot=snap))
@@ -548,16 +546,41 @@ class GroupRunner:
             logger.debug("%s: rehearsed a departure to warm the assignor's cache in %.0f ms",
                          self.key, (time.perf_counter() - started) * 1000)
 
-    def _spawn(self, coro: Any) -> None:
-        async def guarded() -> None:
-            try:
-                await coro
-            except apierrors.ApiError as exc:
-                logger.warning("%s: posting an Event failed: %s", self.key, exc)
+    def _post(self, *, involved: Mapping[str, str], reason: str, message: str,
+              warning: bool) -> None:
+        """Post an Event in the background, without holding the round up. An answer that
+        may change (unreachable, 5xx, 429) is tried again (``retry_s``, doubled per try,
+        ``EVENT_TRIES`` in all); what is still not posted, or refused, is logged and
+        counted (``kooper_events_dropped_total``)."""
+        async def post() -> None:
+            for attempt in range(1, EVENT_TRIES + 1):
+                try:
+                    await self.ctx.client.post_event(
+                        involved=involved, reason=reason, message=message, warning=warning,
+                        reporter=self.ctx.identity)
+                    return
+                except _TRANSIENT as exc:
+                    if attempt == EVENT_TRIES:
+                        _dropped(self.key, reason, exc)
+                        return
+                    await asyncio.sleep(settings.retry_delay_s(
+                        self.ctx.retry_s, self.ctx.max_retry_s, attempt))
+                except apierrors.ApiError as exc:
+                    _dropped(self.key, reason, exc)
+                    return
 
-        task = asyncio.get_running_loop().create_task(guarded())
+        task = asyncio.get_running_loop().create_task(post())
         _background.add(task)
         task.add_done_callback(_background.discard)
 
 
 _background: set[asyncio.Task[None]] = set()
+
+EVENT_TRIES = 5
+"""Tries of an Event the API server did not answer or answered 5xx/429."""
+_TRANSIENT = (apierrors.Unreachable, apierrors.ServerError, apierrors.TooManyRequests)
+
+
+def _dropped(key: str, reason: str, error: apierrors.ApiError) -> None:
+    logger.warning("%s: posting a %s Event failed: %s", key, reason, error)
+    metrics.EVENTS_DROPPED.inc()
