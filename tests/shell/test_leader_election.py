@@ -280,3 +280,151 @@ def test_a_step_down_is_never_cut_short_by_the_renew_deadline():
     asyncio.run(elector.once())
     assert not elector.leading
     assert stopped == ["began", "ended"]
+
+
+DEPLOYMENT = "apps/v1/deployments"
+
+
+def owned_by(lease):
+    return [(r["kind"], r["name"], r["uid"])
+            for r in (lease or {}).get("metadata", {}).get("ownerReferences") or []]
+
+
+def test_two_installations_in_one_namespace_each_lead_on_their_own_lease(emulated):
+    """The chart names the Lease after the release (``--leader-lease``): two releases in
+    one namespace each elect their own leader instead of one standing by for the other's."""
+    a, b = Replica(emulated, "op-a"), Replica(emulated, "op-b")
+    a.elector.name, b.elector.name = "a-kooper-operator-leader", "b-kooper-operator-leader"
+    try:
+        a.once()
+        b.once()
+        assert a.elector.leading
+        assert b.elector.leading
+        for name, who in (("a-kooper-operator-leader", "op-a"),
+                          ("b-kooper-operator-leader", "op-b")):
+            assert emulated.get(LEASE, name, namespace=NS)["spec"]["holderIdentity"] == who
+        assert emulated.get(LEASE, leader.LEASE_NAME, namespace=NS) is None
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_lease_is_owned_by_its_deployment_and_goes_with_it(emulated):
+    """``helm uninstall`` deletes the Deployment, not the Lease the operator made at run
+    time: the Lease's ownerReference lets the garbage collector delete it."""
+    deployment = emulated.create(DEPLOYMENT, {
+        "metadata": {"name": "kooper"},
+        "spec": {"selector": {"matchLabels": {"app": "kooper"}},
+                 "template": {"metadata": {"labels": {"app": "kooper"}},
+                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
+        namespace=NS)
+    a = Replica(emulated, "op-a")
+    a.elector.owner = "kooper"
+    try:
+        a.once()
+        assert a.elector.leading
+        lease = emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)
+        assert owned_by(lease) == [("Deployment", "kooper", deployment["metadata"]["uid"])]
+        assert not lease["metadata"]["ownerReferences"][0].get("blockOwnerDeletion")
+        a.once(after_s=5)  # a renewal keeps it
+        assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == owned_by(lease)
+        emulated.delete(DEPLOYMENT, "kooper", namespace=NS)
+        wait_for(lambda: emulated.get(LEASE, leader.LEASE_NAME, namespace=NS) is None,
+                 what="the Lease is garbage-collected with its Deployment")
+    finally:
+        a.close()
+
+
+def test_a_lease_made_without_an_owner_gets_it_on_the_next_renewal(emulated):
+    """A Lease an earlier version made (no owner) is adopted, so an upgraded release's
+    uninstall deletes it too; a reference to an earlier Deployment of that name goes."""
+    deployment = emulated.create(DEPLOYMENT, {
+        "metadata": {"name": "kooper"},
+        "spec": {"selector": {"matchLabels": {"app": "kooper"}},
+                 "template": {"metadata": {"labels": {"app": "kooper"}},
+                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
+        namespace=NS)
+    stale = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "kooper", "uid": "gone"}
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm-uid"}
+    a = Replica(emulated, "op-a")
+    try:
+        a.once()  # no owner configured: an earlier version's Lease
+        assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == []
+        a.elector.owner = "kooper"
+        a.once(after_s=5)
+        uid = deployment["metadata"]["uid"]
+        assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == [
+            ("Deployment", "kooper", uid)]
+        assert owned_by({"metadata": leader.with_owner(
+            {"ownerReferences": [stale, other]}, a.elector._owner_ref)}) == [
+            ("ConfigMap", "keep", "cm-uid"), ("Deployment", "kooper", uid)]
+    finally:
+        a.close()
+
+
+def test_an_owner_that_cannot_be_read_never_keeps_a_replica_from_leading(emulated, caplog):
+    a = Replica(emulated, "op-a")
+    a.elector.owner = "no-such-deployment"
+    try:
+        with caplog.at_level("WARNING", logger="kooper.shell"):
+            a.once()
+            a.once(after_s=5)
+        assert a.elector.leading
+        assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == []
+        warned = [r for r in caplog.records if "no-such-deployment" in r.getMessage()]
+        assert len(warned) == 1  # once, not at every renewal
+    finally:
+        a.close()
+
+
+def test_kooper_run_hands_the_lease_name_and_its_owner_to_the_elector(emulated, monkeypatch):
+    """The chart's ``--leader-lease``/``--leader-owner`` reach the Elector (the names the
+    chart's Role lets it read and write); without them the Lease keeps its old name."""
+    from kooper import cli
+    from kooper.commands import run as run_command
+    from kooper.shell import credentials, login
+
+    seen = []
+
+    async def operate(config, _login):
+        seen.append(config)
+
+    async def preflight(*_args):
+        pass
+
+    static = login.Login.static(Connection(server=emulated.url, insecure=True))
+    monkeypatch.setattr(credentials, "login", lambda *_a, **_k: static)
+    monkeypatch.setattr(run_command, "_preflight", preflight)
+    monkeypatch.setattr(run_command, "_operate", operate)
+    base = ["run", "--leader-election", "--leader-namespace", NS, "--metrics-port", "0",
+            "--health-port", "0"]
+    assert cli.main([*base, "--leader-lease", "a-kooper-operator-leader",
+                     "--leader-owner", "a-kooper"]) == 0
+    assert cli.main(base) == 0
+    named, default = seen
+    assert (named.leader_lease, named.leader_owner) == ("a-kooper-operator-leader", "a-kooper")
+    assert (default.leader_lease, default.leader_owner) == (leader.LEASE_NAME, "")
+
+    async def elect():
+        from kooper.shell import controller
+
+        shell = controller.Shell(named)
+        shell.login = static
+        shell.start({"kooper_groups": {}, "kooper_connectors": {}, "kooper_configmaps": {}})
+        try:
+            assert shell.elector is not None
+            assert (shell.elector.name, shell.elector.owner) == (
+                "a-kooper-operator-leader", "a-kooper")
+            await wait_until_leading(shell)
+        finally:
+            await shell.stop()
+
+    async def wait_until_leading(shell):
+        for _ in range(100):
+            if shell.leading:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("never led")
+
+    asyncio.run(elect())
+    assert emulated.get(LEASE, "a-kooper-operator-leader", namespace=NS) is not None

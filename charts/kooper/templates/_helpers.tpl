@@ -10,19 +10,30 @@ trailing "-" that truncation may leave behind.
 {{- end -}}
 
 {{/*
+The release name as a name part: Helm accepts dots in release names ("my.release"),
+but a Service name is a DNS-1035 label (lowercase letters, digits and "-" only), so
+every generated name uses "-" where the release name has "." ("my-release-kooper"
+for every object, not just the Service). Labels keep the release name as it is.
+*/}}
+{{- define "kooper.releaseName" -}}
+{{- .Release.Name | replace "." "-" -}}
+{{- end -}}
+
+{{/*
 The fully qualified app name: fullnameOverride, else "<release>-<chart>", or just
 the release name when it already contains the chart name (release "kooper" gives
-"kooper", not "kooper-kooper").
+"kooper", not "kooper-kooper"); a dotted release name with "-" for "." (above).
 */}}
 {{- define "kooper.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
-{{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- $release := include "kooper.releaseName" . -}}
+{{- if contains $name $release -}}
+{{- $release | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" $release $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -35,6 +46,33 @@ suffix survives truncation and two components never collide.
 {{- $suffix := index . 1 -}}
 {{- $base := include "kooper.fullname" (index . 0) | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
 {{- printf "%s-%s" $base $suffix -}}
+{{- end -}}
+
+{{/*
+The name of a Service ("<fullname>-<suffix>"). Services are DNS-1035 labels: they
+must start with a letter, which a release name ("1st") need not. No silent rewrite
+there: the render fails with what to do instead.
+*/}}
+{{- define "kooper.serviceName" -}}
+{{- $name := include "kooper.suffixed" . -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "the Service name %q is not a DNS-1035 label (it must start with a letter): install under a release name that starts with a letter, or set fullnameOverride" $name) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/*
+The leader-election Lease of this release ("<fullname>-operator-leader", in the release
+namespace; `kooper run --leader-lease`): two releases in one namespace never share it.
+Release "kooper" keeps the name every earlier chart used, kooper-operator-leader.
+*/}}
+{{- define "kooper.leaderLease" -}}
+{{- include "kooper.suffixed" (list . "operator-leader") -}}
+{{- end -}}
+
+{{/* The kopf peering name (and peering object): kopfPeering.name, else the full name. */}}
+{{- define "kooper.peeringName" -}}
+{{- default (include "kooper.fullname" .) .Values.kopfPeering.name -}}
 {{- end -}}
 
 {{/*

@@ -32,6 +32,8 @@ METRICS_PORT = 9090
 """The chart's ``metrics.port``."""
 HEALTH_PORT = 8080
 """The chart's ``operator.healthPort``."""
+LEADER_LEASE = "kooper-operator-leader"
+"""The leader Lease's name without ``--leader-lease`` (the chart's for release ``kooper``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,12 +59,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kopf peering priority of this replica (default 0)")
     parser.add_argument("--leader-election", action=argparse.BooleanOptionalAction,
                         default=False,
-                        help="run rounds only while holding the kooper-operator-leader Lease "
+                        help="run rounds only while holding the --leader-lease Lease "
                              "in --leader-namespace; other replicas stand by (default off)")
     parser.add_argument("--leader-namespace", metavar="NAMESPACE",
                         default=os.environ.get("POD_NAMESPACE") or "default",
                         help="namespace of the leader Lease (default $POD_NAMESPACE, "
                              "else default)")
+    parser.add_argument("--leader-lease", metavar="NAME",
+                        default=LEADER_LEASE,
+                        help=f"name of the leader Lease: one per operator installation "
+                             f"(the chart passes <release>-kooper-operator-leader; "
+                             f"default {LEADER_LEASE})")
+    parser.add_argument("--leader-owner", metavar="DEPLOYMENT", default="",
+                        help="the Deployment in --leader-namespace that owns the leader "
+                             "Lease, so deleting it (helm uninstall) deletes the Lease too "
+                             "(the chart passes its own; default: no owner)")
     parser.add_argument("--identity",
                         help="this replica's identity, written into every assignment "
                              "(default host/pid)")
@@ -93,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         priority=args.priority, identity=args.identity, debounce_s=args.debounce,
         gc_freeze=args.gc_freeze, kubeconfig=args.kubeconfig, context=args.context,
         leader_election=args.leader_election, leader_namespace=args.leader_namespace,
+        leader_lease=args.leader_lease, leader_owner=args.leader_owner,
     )
     if args.kubeconfig or args.context:
         config = dataclasses.replace(config, kube_api=None)  # the flags win over the env

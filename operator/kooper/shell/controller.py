@@ -159,7 +159,8 @@ class Shell:
                 client=self.context.client, namespace=self.config.leader_namespace,
                 identity=self.config.identity, on_start=self._lead, on_stop=self._step_down,
                 lease_s=self.config.leader_lease_s, renew_s=self.config.leader_renew_s,
-                epoch_floor=self._epoch_floor)
+                epoch_floor=self._epoch_floor, name=self.config.leader_lease,
+                owner=self.config.leader_owner)
             self._election = asyncio.get_running_loop().create_task(self.elector.run(),
                                                                     name="leader-election")
         if self.config.gc_freeze and self._freezer is None:

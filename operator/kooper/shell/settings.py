@@ -67,10 +67,16 @@ class Config:
     """API calls in flight at once."""
     gc_freeze: bool = False
     leader_election: bool = False
-    """Run rounds only while holding the ``kooper-operator-leader`` Lease (``shell.leader``);
+    """Run rounds only while holding the leader Lease (``leader_lease``, ``shell.leader``);
     other replicas are hot standbys. Off: this process always leads (one replica)."""
     leader_namespace: str = "default"
     """Where the leader Lease lives (the chart passes the release namespace)."""
+    leader_lease: str = "kooper-operator-leader"
+    """The leader Lease's name (the chart passes ``<fullname>-operator-leader``: one per
+    release, so two releases in one namespace never share it)."""
+    leader_owner: str = ""
+    """The Deployment (in ``leader_namespace``) that owns the leader Lease, so deleting it
+    deletes the Lease (the chart passes its own); empty: the Lease has no owner."""
     leader_lease_s: int = 15
     """A standby takes over once the leader's Lease stood still this long."""
     leader_renew_s: float = 5.0
