@@ -62,6 +62,8 @@ def test_default_render_has_the_expected_objects(render):
             ("PodDisruptionBudget", "kooper"),
             ("Role", "kooper-leader-election"),
             ("RoleBinding", "kooper-leader-election"),
+            ("Role", "kooper-owner"),
+            ("RoleBinding", "kooper-owner"),
             ("Role", "kooper-worker"),
             ("RoleBinding", "kooper-worker"),
             ("Service", "kooper-metrics"),
@@ -91,10 +93,10 @@ def test_operator_runs_a_leader_and_a_hot_standby_with_the_documented_command(re
         "--leader-election",
         "--leader-namespace",
         conftest.NAMESPACE,
-        # Release "kooper": the Lease name of every earlier chart, owned by the Deployment.
+        # Release "kooper": the Lease name of every earlier chart; the Deployment owns it.
         "--leader-lease",
         "kooper-operator-leader",
-        "--leader-owner",
+        "--owner",
         "kooper",
     ]
     assert container["image"] == "kooper:0.1.0"
@@ -132,9 +134,6 @@ def test_leader_election_may_create_leases_and_renew_only_the_leader_lease(rende
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "resourceNames": ["kooper-operator-leader"], "verbs": ["get", "update"]},
-        # Only to read the owner's uid for the Lease's ownerReference.
-        {"apiGroups": ["apps"], "resources": ["deployments"], "resourceNames": ["kooper"],
-         "verbs": ["get"]},
     ]
     (binding,) = conftest.find(rendered, "RoleBinding", "kooper-leader-election")
     assert binding["subjects"][0]["name"] == "kooper"

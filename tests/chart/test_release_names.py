@@ -51,7 +51,7 @@ def test_a_dotted_release_name_renders_names_the_api_server_accepts(render, rele
     assert deploy["metadata"]["name"].startswith(base)
     assert service["metadata"]["name"].startswith(base)
     assert service["metadata"]["name"].endswith("-metrics")
-    for flag in ("--leader-lease", "--leader-owner", "--peering"):
+    for flag in ("--leader-lease", "--owner", "--peering"):
         assert DNS1123_LABEL.fullmatch(args[flag]), (flag, args[flag])
     # Label values may hold dots: the instance label (and selector) keeps the name as is.
     assert deploy["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == release
@@ -155,20 +155,26 @@ def test_each_release_may_renew_and_write_its_own_lease_only(render):
                         operation=operation, obj={"metadata": {"labels": {}}}, user=user)
 
 
+@pytest.mark.parametrize("values", [{}, {"replicaCount": 1, "leaderElection": {"enabled": False},
+                                        "kopfPeering": {"enabled": True}}],
+                         ids=["leader-election", "peering"])
 @pytest.mark.parametrize("release", ["kooper", "team-a", DOTTED])
-def test_the_lease_is_owned_by_the_release_deployment_which_the_operator_may_read(
-        render, release):
+def test_the_operator_is_told_its_deployment_and_may_read_only_that_one(
+        render, release, values):
     """`helm uninstall` deletes the Deployment; the operator put an ownerReference to it on
-    the Lease (``--leader-owner``), so the garbage collector deletes the Lease too. The
-    operator may read that one Deployment (for its uid), nothing else of apps/v1 here."""
-    rendered = render(name=release)
+    the Lease and the KopfPeering it runs with (``--owner``), so the garbage collector
+    deletes them too. It may read that one Deployment (for its uid) and no other."""
+    rendered = render(values, name=release)
     (deploy,) = conftest.find(rendered, "Deployment")
-    assert _args(deploy)["--leader-owner"] == deploy["metadata"]["name"]
-    (role,) = conftest.find(rendered, "Role", f"{deploy['metadata']['name']}-leader-election")
+    name = deploy["metadata"]["name"]
+    assert _args(deploy)["--owner"] == name
+    (role,) = conftest.find(rendered, "Role", f"{name}-owner")
     assert role["metadata"]["namespace"] == deploy["metadata"]["namespace"]
-    assert [r for r in role["rules"] if r["apiGroups"] == ["apps"]] == [
-        {"apiGroups": ["apps"], "resources": ["deployments"],
-         "resourceNames": [deploy["metadata"]["name"]], "verbs": ["get"]}]
-    (deploy,) = conftest.find(render({"replicaCount": 1, "leaderElection": {"enabled": False}},
-                                     name=release), "Deployment")
-    assert "--leader-owner" not in _args(deploy)
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["deployments"],
+                              "resourceNames": [name], "verbs": ["get"]}]
+    (binding,) = conftest.find(rendered, "RoleBinding", f"{name}-owner")
+    assert binding["roleRef"]["name"] == f"{name}-owner"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name,
+                                    "namespace": deploy["metadata"]["namespace"]}]
+    assert not [r for o in conftest.find(rendered, "Role") if o is not role
+                for r in o["rules"] if "deployments" in r["resources"]]

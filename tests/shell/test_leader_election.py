@@ -24,7 +24,7 @@ from kooper.control import views
 from kooper.core import model
 from kooper.protocol import codec, messages
 from kooper.sdk.connection import Connection
-from kooper.shell import kube, leader, probes
+from kooper.shell import kube, leader, ownership, probes
 
 LEASE = "coordination.k8s.io/v1/leases"
 
@@ -319,7 +319,7 @@ def test_the_lease_is_owned_by_its_deployment_and_goes_with_it(emulated):
                               "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
         namespace=NS)
     a = Replica(emulated, "op-a")
-    a.elector.owner = "kooper"
+    a.elector.owner = ownership.Owner(a.client, NS, "kooper")
     try:
         a.once()
         assert a.elector.leading
@@ -350,13 +350,14 @@ def test_a_lease_made_without_an_owner_gets_it_on_the_next_renewal(emulated):
     try:
         a.once()  # no owner configured: an earlier version's Lease
         assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == []
-        a.elector.owner = "kooper"
+        a.elector.owner = ownership.Owner(a.client, NS, "kooper")
         a.once(after_s=5)
         uid = deployment["metadata"]["uid"]
         assert owned_by(emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)) == [
             ("Deployment", "kooper", uid)]
-        assert owned_by({"metadata": leader.with_owner(
-            {"ownerReferences": [stale, other]}, a.elector._owner_ref)}) == [
+        owner = a.loop.run_until_complete(a.elector.owner.reference())
+        assert owned_by({"metadata": ownership.with_owner(
+            {"ownerReferences": [stale, other]}, owner)}) == [
             ("ConfigMap", "keep", "cm-uid"), ("Deployment", "kooper", uid)]
     finally:
         a.close()
@@ -364,7 +365,7 @@ def test_a_lease_made_without_an_owner_gets_it_on_the_next_renewal(emulated):
 
 def test_an_owner_that_cannot_be_read_never_keeps_a_replica_from_leading(emulated, caplog):
     a = Replica(emulated, "op-a")
-    a.elector.owner = "no-such-deployment"
+    a.elector.owner = ownership.Owner(a.client, NS, "no-such-deployment")
     try:
         with caplog.at_level("WARNING", logger="kooper.shell"):
             a.once()
@@ -378,7 +379,7 @@ def test_an_owner_that_cannot_be_read_never_keeps_a_replica_from_leading(emulate
 
 
 def test_kooper_run_hands_the_lease_name_and_its_owner_to_the_elector(emulated, monkeypatch):
-    """The chart's ``--leader-lease``/``--leader-owner`` reach the Elector (the names the
+    """The chart's ``--leader-lease``/``--owner`` reach the Elector (the names the
     chart's Role lets it read and write); without them the Lease keeps its old name."""
     from kooper import cli
     from kooper.commands import run as run_command
@@ -399,11 +400,11 @@ def test_kooper_run_hands_the_lease_name_and_its_owner_to_the_elector(emulated, 
     base = ["run", "--leader-election", "--leader-namespace", NS, "--metrics-port", "0",
             "--health-port", "0"]
     assert cli.main([*base, "--leader-lease", "a-kooper-operator-leader",
-                     "--leader-owner", "a-kooper"]) == 0
+                     "--owner", "a-kooper"]) == 0
     assert cli.main(base) == 0
     named, default = seen
-    assert (named.leader_lease, named.leader_owner) == ("a-kooper-operator-leader", "a-kooper")
-    assert (default.leader_lease, default.leader_owner) == (leader.LEASE_NAME, "")
+    assert (named.leader_lease, named.owner) == ("a-kooper-operator-leader", "a-kooper")
+    assert (default.leader_lease, default.owner) == (leader.LEASE_NAME, "")
 
     async def elect():
         from kooper.shell import controller
@@ -413,8 +414,9 @@ def test_kooper_run_hands_the_lease_name_and_its_owner_to_the_elector(emulated, 
         shell.start({"kooper_groups": {}, "kooper_connectors": {}, "kooper_configmaps": {}})
         try:
             assert shell.elector is not None
-            assert (shell.elector.name, shell.elector.owner) == (
-                "a-kooper-operator-leader", "a-kooper")
+            assert shell.elector.name == "a-kooper-operator-leader"
+            assert shell.elector.owner is not None
+            assert (shell.elector.owner.namespace, shell.elector.owner.name) == (NS, "a-kooper")
             await wait_until_leading(shell)
         finally:
             await shell.stop()

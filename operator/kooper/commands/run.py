@@ -70,10 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"name of the leader Lease: one per operator installation "
                              f"(the chart passes <release>-kooper-operator-leader; "
                              f"default {LEADER_LEASE})")
-    parser.add_argument("--leader-owner", metavar="DEPLOYMENT", default="",
-                        help="the Deployment in --leader-namespace that owns the leader "
-                             "Lease, so deleting it (helm uninstall) deletes the Lease too "
-                             "(the chart passes its own; default: no owner)")
+    parser.add_argument("--owner", metavar="DEPLOYMENT", default="",
+                        help="this operator's Deployment in --leader-namespace: it owns the "
+                             "leader Lease and a --peering KopfPeering in its namespace, so "
+                             "deleting it (helm uninstall) deletes them too (the chart passes "
+                             "its own; default: no owner)")
     parser.add_argument("--identity",
                         help="this replica's identity, written into every assignment "
                              "(default host/pid)")
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         priority=args.priority, identity=args.identity, debounce_s=args.debounce,
         gc_freeze=args.gc_freeze, kubeconfig=args.kubeconfig, context=args.context,
         leader_election=args.leader_election, leader_namespace=args.leader_namespace,
-        leader_lease=args.leader_lease, leader_owner=args.leader_owner,
+        leader_lease=args.leader_lease, owner=args.owner,
     )
     if args.kubeconfig or args.context:
         config = dataclasses.replace(config, kube_api=None)  # the flags win over the env

@@ -18,7 +18,17 @@ from typing import Any
 
 from kooper.control import connector_status, status, views
 from kooper.sdk import apierrors
-from kooper.shell import audit, credentials, gcfreeze, kube, leader, metrics, rounds, settings
+from kooper.shell import (
+    audit,
+    credentials,
+    gcfreeze,
+    kube,
+    leader,
+    metrics,
+    ownership,
+    rounds,
+    settings,
+)
 from kooper.shell.login import Login
 from kooper.shell.writes import status_epoch
 
@@ -130,6 +140,7 @@ class Shell:
         self.elector: leader.Elector | None = None
         self._election: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._adoption: asyncio.Task[bool] | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -154,18 +165,30 @@ class Shell:
             connector_status=self.config.connector_status,
             on_lost=self._lost_leadership,
         )
+        owner = (ownership.Owner(self.context.client, self.config.leader_namespace,
+                                 self.config.owner) if self.config.owner else None)
+        if owner is not None and self._adoption is None and self._owns_peering():
+            assert self.config.peering is not None
+            self._adoption = asyncio.get_running_loop().create_task(
+                owner.adopt_peering(self.config.peering), name="own-peering")
         if self.config.leader_election and self._election is None:
             self.elector = leader.Elector(
                 client=self.context.client, namespace=self.config.leader_namespace,
                 identity=self.config.identity, on_start=self._lead, on_stop=self._step_down,
                 lease_s=self.config.leader_lease_s, renew_s=self.config.leader_renew_s,
                 epoch_floor=self._epoch_floor, name=self.config.leader_lease,
-                owner=self.config.leader_owner)
+                owner=owner)
             self._election = asyncio.get_running_loop().create_task(self.elector.run(),
                                                                     name="leader-election")
         if self.config.gc_freeze and self._freezer is None:
             self._freezer = asyncio.get_running_loop().create_task(
                 gcfreeze.freeze_when_settled(self.runners.values), name="gc-freeze")
+
+    def _owns_peering(self) -> bool:
+        """Whether the peering object is a KopfPeering in the owner's namespace (a
+        ClusterKopfPeering, or one in another namespace, cannot have it as its owner)."""
+        return bool(self.config.peering) and self.config.namespaces == (
+            self.config.leader_namespace,)
 
     async def _lead(self) -> None:
         """This replica won the Lease: a runner per known group, each fencing the older
@@ -228,6 +251,10 @@ class Shell:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._election
             self._election = None
+        if self._adoption is not None:
+            self._adoption.cancel()  # whatever it ended with, stopping goes on
+            await asyncio.gather(self._adoption, return_exceptions=True)
+            self._adoption = None
         if self._freezer is not None:
             self._freezer.cancel()
             with contextlib.suppress(asyncio.CancelledError):

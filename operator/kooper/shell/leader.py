@@ -23,9 +23,9 @@ share it) says which one runs the group rounds. As in client-go's leader electio
   never replaces what a newer epoch wrote: a stalled leader's late writes fail.
 
 The Lease is made at run time, so ``helm uninstall`` would leave it behind: given its
-Deployment (``--leader-owner``, the chart passes its own), the Lease carries an
-ownerReference to it, and deleting the Deployment garbage-collects the Lease. A Lease
-found without it (made by an earlier version) gets it on its next renewal.
+Deployment (``--owner``, ``shell.ownership``), the Lease carries an ownerReference to
+it, and deleting the Deployment garbage-collects the Lease. A Lease found without it
+(made by an earlier version) gets it on its next renewal.
 
 ``decide`` is the pure part (what to do with a read Lease); ``Elector`` does the I/O.
 """
@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from kooper.sdk import apierrors
-from kooper.shell import kube
+from kooper.shell import kube, ownership
 
 logger = logging.getLogger("kooper.shell")
 
@@ -51,7 +51,6 @@ T = TypeVar("T")
 
 LEASE_NAME = "kooper-operator-leader"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-DEPLOYMENTS = "/apis/apps/v1/namespaces/{namespace}/deployments"
 
 
 class Action(enum.Enum):
@@ -80,21 +79,6 @@ def decide(lease: Mapping[str, Any] | None, *, me: str, observed_ms: int, now_ms
     if not holder or now_ms - observed_ms >= duration_s * 1000:
         return Action.TAKE_OVER
     return Action.STAND_BY
-
-
-def with_owner(metadata: Mapping[str, Any], owner: Mapping[str, str] | None) -> dict[str, Any]:
-    """``metadata`` whose ownerReferences name ``owner`` (None: unchanged). A reference
-    to an earlier object of the same kind and name (a Deployment deleted and made again)
-    is replaced: the Lease must go with the Deployment that exists now. Never
-    ``blockOwnerDeletion``: that would need the right to update the owner's finalizers."""
-    out = dict(metadata)
-    if owner is None:
-        return out
-    refs = [ref for ref in out.get("ownerReferences") or []
-            if (ref.get("apiVersion"), ref.get("kind"), ref.get("name"))
-            != (owner["apiVersion"], owner["kind"], owner["name"])]
-    out["ownerReferences"] = [*refs, dict(owner)]
-    return out
 
 
 def _micro(now: float) -> str:
@@ -126,11 +110,9 @@ class Elector:
     epoch_floor: Callable[[], int] = lambda: 0
     """The highest epoch seen on the objects (a Lease created anew, after someone deleted
     it, must still outrank every earlier term)."""
-    owner: str = ""
+    owner: ownership.Owner | None = None
     """The Deployment (in ``namespace``) that owns the Lease, so deleting it deletes the
-    Lease; empty: no owner, the Lease stays until someone deletes it."""
-    _owner_ref: dict[str, str] | None = None
-    _owner_warned: bool = False
+    Lease; None: no owner, the Lease stays until someone deletes it."""
     _record: tuple[str, str] | None = None
     _observed: float = 0.0
     _renewed: float = 0.0
@@ -218,7 +200,7 @@ class Elector:
                 "name": self.name, "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/name": "kooper",
                            "app.kubernetes.io/component": "operator"}}
-            owned = with_owner(metadata, await self._owner_reference())
+            owned = ownership.with_owner(metadata, await self._owner_reference())
             await self.client.request("POST", self._path(), body={
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": owned, "spec": spec}, kind="lease")
@@ -237,32 +219,15 @@ class Elector:
             spec.update(acquireTime=old.get("acquireTime") or stamp,
                         leaseTransitions=transitions)
             epoch = self.epoch
-        metadata = with_owner(lease.get("metadata") or {}, await self._owner_reference())
+        metadata = ownership.with_owner(lease.get("metadata") or {},
+                                        await self._owner_reference())
         # resourceVersion kept (in metadata): a lost race answers 409
         body = {**lease, "metadata": metadata, "spec": spec}
         await self.client.request("PUT", self._path(self.name), body=body, kind="lease")
         self.epoch = epoch
 
     async def _owner_reference(self) -> dict[str, str] | None:
-        """The ownerReference to ``owner`` (its uid read once); None without an owner, or
-        while it cannot be read: leading never waits for it (warned about once)."""
-        if not self.owner or self._owner_ref is not None:
-            return self._owner_ref
-        try:
-            deployment = await self.client.request(
-                "GET", f"{DEPLOYMENTS.format(namespace=self.namespace)}/{self.owner}")
-        except apierrors.ApiError as exc:
-            if not self._owner_warned:
-                self._owner_warned = True
-                logger.warning("leader election: cannot read Deployment %s/%s, the Lease's "
-                               "owner (it stays when the Deployment goes): %s",
-                               self.namespace, self.owner, exc)
-            return None
-        uid = (deployment.get("metadata") or {}).get("uid")
-        if isinstance(uid, str) and uid:
-            self._owner_ref = {"apiVersion": "apps/v1", "kind": "Deployment",
-                               "name": self.owner, "uid": uid}
-        return self._owner_ref
+        return await self.owner.reference() if self.owner is not None else None
 
     async def _check_lapsed(self, now: float) -> None:
         if self.leading and now - self._renewed >= self.lease_s - self.renew_s:

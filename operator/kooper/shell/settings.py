@@ -74,9 +74,10 @@ class Config:
     leader_lease: str = "kooper-operator-leader"
     """The leader Lease's name (the chart passes ``<fullname>-operator-leader``: one per
     release, so two releases in one namespace never share it)."""
-    leader_owner: str = ""
-    """The Deployment (in ``leader_namespace``) that owns the leader Lease, so deleting it
-    deletes the Lease (the chart passes its own); empty: the Lease has no owner."""
+    owner: str = ""
+    """The operator's Deployment (in ``leader_namespace``): it owns the leader Lease and a
+    KopfPeering object in its namespace, so deleting it deletes them (the chart passes its
+    own; ``shell.ownership``); empty: they have no owner."""
     leader_lease_s: int = 15
     """A standby takes over once the leader's Lease stood still this long."""
     leader_renew_s: float = 5.0
