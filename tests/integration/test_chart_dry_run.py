@@ -33,6 +33,8 @@ def value_sets(namespace: str) -> dict[str, tuple[str, dict[str, Any]]]:
             "workers": {"namespaces": [namespace]},
         }),
         "longest-release-name": ("r" * 53, {}),
+        # Helm accepts dots in release names; a Service name may not hold one.
+        "dotted-release-name": ("my.release", {}),
         "odd": ("kooper", {
             "fullnameOverride": "ops-kooper",
             "serviceAccount": {"create": False},

@@ -24,6 +24,8 @@ NS = "it-chart"
 RELEASE = "it"
 OPERATOR = "it-kooper"
 WORKER_SA = "kooper-worker"
+LEADER_LEASE = "it-kooper-operator-leader"
+"""The release's own leader Lease (``<fullname>-operator-leader``)."""
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +131,7 @@ def test_an_operator_restart_keeps_the_group_balanced_and_its_generation(k, grou
     assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 2
     # The old leader gave the Lease up on its clean stop; one of the new pods takes it.
     wait_for("a leader", lambda: get_json(k, "-n", NS, "leases.coordination.k8s.io",
-                                          "kooper-operator-leader")["spec"].get("holderIdentity"))
+                                          LEADER_LEASE)["spec"].get("holderIdentity"))
     # The new term fenced the group: its epoch on the status and on every ConfigMap.
     def fenced() -> bool:
         epoch = group.group_status().get("leaderEpoch", 0)

@@ -52,12 +52,16 @@ def owners(obj):
             for r in (obj or {}).get("metadata", {}).get("ownerReferences") or []]
 
 
-async def _adopt(emulated, name, **kwargs):
+async def _owner_does(emulated, work):
     client = kube.Client(Connection(server=emulated.url, insecure=True))
     try:
-        return await ownership.Owner(client, NS, "kooper").adopt_peering(name, **kwargs)
+        return await work(ownership.Owner(client, NS, "kooper"))
     finally:
         await client.close()
+
+
+def _own(emulated, name):
+    return asyncio.run(_owner_does(emulated, lambda owner: owner.own_peering(name)))
 
 
 def test_the_peering_object_is_owned_by_the_deployment_and_goes_with_it(peerings):
@@ -65,30 +69,51 @@ def test_the_peering_object_is_owned_by_the_deployment_and_goes_with_it(peerings
     peerings.create(PEERING, {"metadata": {"name": "kooper", "ownerReferences": [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "other", "uid": "cm"}]}},
         namespace=NS)
-    assert asyncio.run(_adopt(peerings, "kooper"))
+    assert _own(peerings, "kooper")
     assert owners(peerings.get(PEERING, "kooper", namespace=NS)) == [
         ("ConfigMap", "other", "cm"), ("Deployment", "kooper", uid)]
-    assert asyncio.run(_adopt(peerings, "kooper"))  # owned already: nothing changes
-    assert len(owners(peerings.get(PEERING, "kooper", namespace=NS))) == 2
+    version = peerings.get(PEERING, "kooper", namespace=NS)["metadata"]["resourceVersion"]
+    assert _own(peerings, "kooper")  # owned already: not written again
+    assert peerings.get(PEERING, "kooper", namespace=NS)["metadata"]["resourceVersion"] == version
+    assert not _own(peerings, "absent")
     peerings.delete(DEPLOYMENT, "kooper", namespace=NS)
     wait_for(lambda: peerings.get(PEERING, "kooper", namespace=NS) is None,
              what="the peering object is garbage-collected with the Deployment")
 
 
-def test_a_peering_object_the_hook_makes_after_the_operator_started_is_owned_too(peerings):
-    """On a first install the chart's post-install hook makes the object after the
-    operator's pod may have started: the operator looks again a few times."""
+def test_a_peering_object_the_hook_makes_late_or_anew_is_owned_too(peerings):
+    """The chart's hook makes the object after a first install's pods may have started,
+    and deletes and makes it again on every upgrade (before-hook-creation), also one that
+    restarts no pod: the operator keeps looking."""
     uid = make_deployment(peerings)["metadata"]["uid"]
 
-    async def late():
-        adoption = asyncio.ensure_future(_adopt(peerings, "kooper", tries=50, every_s=0.05))
-        await asyncio.sleep(0.2)
-        peerings.create(PEERING, {"metadata": {"name": "kooper"}}, namespace=NS)
-        return await adoption
+    def owned():
+        return owners(peerings.get(PEERING, "kooper", namespace=NS)) == [
+            ("Deployment", "kooper", uid)]
 
-    assert asyncio.run(late())
-    assert owners(peerings.get(PEERING, "kooper", namespace=NS)) == [("Deployment", "kooper", uid)]
-    assert not asyncio.run(_adopt(peerings, "absent", tries=2, every_s=0.01))
+    async def keep(owner):
+        task = asyncio.ensure_future(owner.keep_owning_peering("kooper", every_s=0.05))
+        try:
+            await asyncio.sleep(0.2)  # not there yet
+            peerings.create(PEERING, {"metadata": {"name": "kooper"}}, namespace=NS)
+            await _until(owned)
+            peerings.delete(PEERING, "kooper", namespace=NS)  # an upgrade's hook
+            peerings.create(PEERING, {"metadata": {"name": "kooper"}}, namespace=NS)
+            assert not owned()
+            await _until(owned)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(_owner_does(peerings, keep))
+
+
+async def _until(check):
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("not owned in time")
 
 
 @pytest.mark.parametrize(("namespaces", "owned"), [
@@ -111,7 +136,7 @@ def test_the_operator_owns_its_peering_object_only_in_its_own_namespace(
         try:
             if owned:
                 assert shell._adoption is not None
-                assert await shell._adoption
+                await _until(lambda: owners(peerings.get(PEERING, "kooper", namespace=NS)))
             else:
                 assert shell._adoption is None
         finally:

@@ -140,7 +140,7 @@ class Shell:
         self.elector: leader.Elector | None = None
         self._election: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self._adoption: asyncio.Task[bool] | None = None
+        self._adoption: asyncio.Task[None] | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ class Shell:
         if owner is not None and self._adoption is None and self._owns_peering():
             assert self.config.peering is not None
             self._adoption = asyncio.get_running_loop().create_task(
-                owner.adopt_peering(self.config.peering), name="own-peering")
+                owner.keep_owning_peering(self.config.peering), name="own-peering")
         if self.config.leader_election and self._election is None:
             self.elector = leader.Elector(
                 client=self.context.client, namespace=self.config.leader_namespace,

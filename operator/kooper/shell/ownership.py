@@ -71,21 +71,14 @@ class Owner:
                                "name": self.name, "uid": uid}
         return self._reference
 
-    async def adopt_peering(self, name: str, *, tries: int = 12, every_s: float = 5.0) -> bool:
-        """Add this owner to the KopfPeering ``name`` in the owner's namespace; True once it
-        has it. The chart makes the object in a post-install hook, so on a first install it
-        may appear after the operator started: ``tries`` reads, ``every_s`` apart."""
+    async def own_peering(self, name: str) -> bool:
+        """Add this owner to the KopfPeering ``name`` in the owner's namespace, unless it
+        has it; True once it does, False while the object or the owner cannot be read."""
         path = f"{KOPF_PEERINGS.format(namespace=self.namespace)}/{name}"
-        for attempt in range(tries):
-            if attempt:
-                await asyncio.sleep(every_s)
+        for _ in range(3):  # a 409: kopf wrote the object meanwhile; read it again
             try:
                 peering = await self.client.request("GET", path)
             except apierrors.NotFound:
-                continue
-            except apierrors.ApiError as exc:
-                logger.warning("cannot read KopfPeering %s/%s to own it: %s",
-                               self.namespace, name, exc)
                 return False
             owner = await self.reference()
             if owner is None:
@@ -100,11 +93,26 @@ class Owner:
                     body={"metadata": {"ownerReferences": owned["ownerReferences"],
                                        "resourceVersion": metadata.get("resourceVersion")}})
             except apierrors.Conflict:
-                continue  # changed meanwhile (kopf writes its status): read it again
-            except apierrors.ApiError as exc:
-                logger.warning("cannot own KopfPeering %s/%s: %s", self.namespace, name, exc)
-                return False
+                continue
+            logger.info("KopfPeering %s/%s is owned by Deployment %s now",
+                        self.namespace, name, self.name)
             return True
-        logger.warning("KopfPeering %s/%s not found: it stays when the Deployment goes",
-                       self.namespace, name)
         return False
+
+    async def keep_owning_peering(self, name: str, *, every_s: float = 30.0) -> None:
+        """``own_peering`` now and every ``every_s`` until cancelled: the chart's hook makes
+        the object after a first install's pods may have started, and makes it anew (without
+        the owner) on every upgrade, also one that restarts no pod."""
+        owned = True
+        while True:
+            try:
+                now = await self.own_peering(name)
+            except apierrors.ApiError as exc:
+                now = False
+                logger.debug("cannot own KopfPeering %s/%s: %s", self.namespace, name, exc)
+            if owned and not now:
+                logger.warning("KopfPeering %s/%s is not owned by Deployment %s yet (it stays "
+                               "when the Deployment goes): looking again every %gs",
+                               self.namespace, name, self.name, every_s)
+            owned = now
+            await asyncio.sleep(every_s)
