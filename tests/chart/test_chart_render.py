@@ -133,7 +133,7 @@ def test_leader_election_may_create_leases_and_renew_only_the_leader_lease(rende
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-         "resourceNames": ["kooper-operator-leader"], "verbs": ["get", "update"]},
+         "resourceNames": ["kooper-operator-leader"], "verbs": ["get", "update", "delete"]},
     ]
     (binding,) = conftest.find(rendered, "RoleBinding", "kooper-leader-election")
     assert binding["subjects"][0]["name"] == "kooper"

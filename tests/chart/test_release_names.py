@@ -140,7 +140,7 @@ def test_each_release_may_renew_and_write_its_own_lease_only(render):
     renew = [r for r in role["rules"] if r.get("resourceNames") and r["resources"] == ["leases"]]
     assert renew == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                       "resourceNames": ["team-a-kooper-operator-leader"],
-                      "verbs": ["get", "update"]}]
+                      "verbs": ["get", "update", "delete"]}]
     (policy,) = conftest.find(rendered, "ValidatingAdmissionPolicy",
                               "team-a-kooper-kooper-system-operator-writes")
     user = f"system:serviceaccount:{conftest.NAMESPACE}:team-a-kooper"
@@ -178,3 +178,17 @@ def test_the_operator_is_told_its_deployment_and_may_read_only_that_one(
                                     "namespace": deploy["metadata"]["namespace"]}]
     assert not [r for o in conftest.find(rendered, "Role") if o is not role
                 for r in o["rules"] if "deployments" in r["resources"]]
+
+
+@pytest.mark.parametrize(("watch", "owned"), [("", True), ("team-a", False)])
+def test_the_operator_may_delete_only_the_peering_object_it_owns(render, watch, owned):
+    """Setting an ownerReference needs the right to delete the object where the
+    OwnerReferencesPermissionEnforcement admission plugin runs: granted for the one
+    peering object the operator owns (in the release namespace), nowhere else."""
+    rendered = render({**PEERING, "operator": {"watchNamespace": watch}}, name="team-a")
+    (role,) = conftest.find(rendered, "Role", "team-a-kooper")
+    deletes = [r for r in role["rules"] if r["apiGroups"] == ["kopf.dev"]
+               and "delete" in r["verbs"]]
+    assert deletes == ([{"apiGroups": ["kopf.dev"], "resources": ["kopfpeerings"],
+                         "resourceNames": ["team-a-kooper"], "verbs": ["delete"]}]
+                       if owned else [])

@@ -430,3 +430,42 @@ def test_kooper_run_hands_the_lease_name_and_its_owner_to_the_elector(emulated, 
 
     asyncio.run(elect())
     assert emulated.get(LEASE, "a-kooper-operator-leader", namespace=NS) is not None
+
+
+def test_a_lease_whose_owner_may_not_be_set_is_renewed_without_it(emulated, caplog):
+    """Where the OwnerReferencesPermissionEnforcement admission plugin runs, changing an
+    object's owners needs the right to delete it (the chart grants it; a hand-made Role
+    may not). Adopting the Lease must never cost the leadership: one refused renewal,
+    then renewals without the owner."""
+    make_owner_deployment(emulated)
+    a = Replica(emulated, "op-a")
+    try:
+        a.once()  # made without an owner (an earlier version)
+        a.elector.owner = ownership.Owner(a.client, NS, "kooper")
+        emulated.fail_next_writes(LEASE, 1, code=403)
+        with caplog.at_level("WARNING", logger="kooper.shell"):
+            a.once(after_s=5)
+        assert a.elector.leading  # one renewal missed, well inside the renew deadline
+        assert a.elector.owner is None
+        assert any("may not make Deployment kooper the Lease's owner" in r.getMessage()
+                   for r in caplog.records)
+        renewed = emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)["spec"]["renewTime"]
+        a.once(after_s=5)
+        assert a.elector.leading
+        lease = emulated.get(LEASE, leader.LEASE_NAME, namespace=NS)
+        assert lease["spec"]["renewTime"] != renewed
+        assert owned_by(lease) == []
+        emulated.fail_next_writes(LEASE, 1, code=403)  # a 403 with nothing to adopt: as before
+        a.once(after_s=5)
+        assert a.elector.leading
+    finally:
+        a.close()
+
+
+def make_owner_deployment(emulated, name="kooper"):
+    return emulated.create(DEPLOYMENT, {
+        "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
+        namespace=NS)

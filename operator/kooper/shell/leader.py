@@ -219,11 +219,22 @@ class Elector:
             spec.update(acquireTime=old.get("acquireTime") or stamp,
                         leaseTransitions=transitions)
             epoch = self.epoch
-        metadata = ownership.with_owner(lease.get("metadata") or {},
-                                        await self._owner_reference())
+        old_metadata = lease.get("metadata") or {}
+        metadata = ownership.with_owner(old_metadata, await self._owner_reference())
         # resourceVersion kept (in metadata): a lost race answers 409
         body = {**lease, "metadata": metadata, "spec": spec}
-        await self.client.request("PUT", self._path(self.name), body=body, kind="lease")
+        try:
+            await self.client.request("PUT", self._path(self.name), body=body, kind="lease")
+        except apierrors.Forbidden as exc:
+            if metadata == old_metadata:
+                raise
+            # Only who may delete the Lease may change its owners where the
+            # OwnerReferencesPermissionEnforcement admission plugin runs: lead without.
+            logger.warning("leader election: may not make Deployment %s the Lease's owner, "
+                           "renewing without it (it stays when the Deployment goes): %s",
+                           self.owner.name if self.owner else "", exc)
+            self.owner = None
+            raise
         self.epoch = epoch
 
     async def _owner_reference(self) -> dict[str, str] | None:
