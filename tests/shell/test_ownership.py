@@ -148,3 +148,13 @@ def test_the_operator_owns_its_peering_object_only_in_its_own_namespace(
     for namespace in namespaces:
         assert owners(peerings.get(PEERING, "kooper", namespace=namespace)) == (
             expected if namespace == NS else [])
+
+
+def test_an_owner_already_named_leaves_the_references_as_they_are():
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "kooper", "uid": "u"}
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "c"}
+    metadata = {"name": "l", "ownerReferences": [owner, other]}
+    assert ownership.with_owner(metadata, owner) == metadata  # not re-ordered: no change
+    assert ownership.with_owner(metadata, None) == metadata
+    moved = {**owner, "uid": "new"}  # the Deployment made again: its reference replaced
+    assert ownership.with_owner(metadata, moved)["ownerReferences"] == [other, moved]

@@ -31,8 +31,8 @@ def with_owner(metadata: Mapping[str, Any], owner: Mapping[str, str] | None) -> 
     to an earlier object of the same kind and name (a Deployment deleted and made again)
     is replaced: the object must go with the Deployment that exists now."""
     out = dict(metadata)
-    if owner is None:
-        return out
+    if owner is None or dict(owner) in (out.get("ownerReferences") or []):
+        return out  # owned already: the references stay as they are, in their order
     refs = [ref for ref in out.get("ownerReferences") or []
             if (ref.get("apiVersion"), ref.get("kind"), ref.get("name"))
             != (owner["apiVersion"], owner["kind"], owner["name"])]
