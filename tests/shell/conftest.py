@@ -150,3 +150,13 @@ def settled(fleet: doubles.Fleet, emulated: cluster.EmulatedCluster, *, resource
     return condition(status, "Ready").get("status") == "True" and all(
         m.generation <= (generation or 0) for m in fleet.members.values()
     )
+
+
+def make_deployment(emulated: cluster.EmulatedCluster, name: str = "kooper") -> dict[str, Any]:
+    """A Deployment (the operator's, as an owner of what it makes at run time)."""
+    return emulated.create("apps/v1/deployments", {
+        "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
+        namespace=NS)

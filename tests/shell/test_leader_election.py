@@ -15,6 +15,7 @@ from tests.shell.conftest import (
     events,
     group_status,
     make_connector,
+    make_deployment,
     make_group,
     settled,
     wait_for,
@@ -312,12 +313,7 @@ def test_two_installations_in_one_namespace_each_lead_on_their_own_lease(emulate
 def test_the_lease_is_owned_by_its_deployment_and_goes_with_it(emulated):
     """``helm uninstall`` deletes the Deployment, not the Lease the operator made at run
     time: the Lease's ownerReference lets the garbage collector delete it."""
-    deployment = emulated.create(DEPLOYMENT, {
-        "metadata": {"name": "kooper"},
-        "spec": {"selector": {"matchLabels": {"app": "kooper"}},
-                 "template": {"metadata": {"labels": {"app": "kooper"}},
-                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
-        namespace=NS)
+    deployment = make_deployment(emulated)
     a = Replica(emulated, "op-a")
     a.elector.owner = ownership.Owner(a.client, NS, "kooper")
     try:
@@ -338,12 +334,7 @@ def test_the_lease_is_owned_by_its_deployment_and_goes_with_it(emulated):
 def test_a_lease_made_without_an_owner_gets_it_on_the_next_renewal(emulated):
     """A Lease an earlier version made (no owner) is adopted, so an upgraded release's
     uninstall deletes it too; a reference to an earlier Deployment of that name goes."""
-    deployment = emulated.create(DEPLOYMENT, {
-        "metadata": {"name": "kooper"},
-        "spec": {"selector": {"matchLabels": {"app": "kooper"}},
-                 "template": {"metadata": {"labels": {"app": "kooper"}},
-                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
-        namespace=NS)
+    deployment = make_deployment(emulated)
     stale = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "kooper", "uid": "gone"}
     other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm-uid"}
     a = Replica(emulated, "op-a")
@@ -437,7 +428,7 @@ def test_a_lease_whose_owner_may_not_be_set_is_renewed_without_it(emulated, capl
     object's owners needs the right to delete it (the chart grants it; a hand-made Role
     may not). Adopting the Lease must never cost the leadership: one refused renewal,
     then renewals without the owner."""
-    make_owner_deployment(emulated)
+    make_deployment(emulated)
     a = Replica(emulated, "op-a")
     try:
         a.once()  # made without an owner (an earlier version)
@@ -462,10 +453,3 @@ def test_a_lease_whose_owner_may_not_be_set_is_renewed_without_it(emulated, capl
         a.close()
 
 
-def make_owner_deployment(emulated, name="kooper"):
-    return emulated.create(DEPLOYMENT, {
-        "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
-        namespace=NS)

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 import yaml
-from tests.shell.conftest import NS, wait_for
+from tests.shell.conftest import NS, make_deployment, wait_for
 
 from kooper.sdk.connection import Connection
 from kooper.shell import controller, kube, ownership, settings
@@ -36,15 +36,6 @@ def peerings(emulated, tmp_path):
     path.write_text(yaml.safe_dump(KOPF_PEERING_CRD))
     emulated.register_crds([path])
     return emulated
-
-
-def make_deployment(emulated, name="kooper"):
-    return emulated.create(DEPLOYMENT, {
-        "metadata": {"name": name},
-        "spec": {"selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"containers": [{"name": "operator", "image": "k"}]}}}},
-        namespace=NS)
 
 
 def owners(obj):
