@@ -7,8 +7,10 @@ auth-provider tokens, paths relative to the file that names them (``_resolve_loc
 inline ``*-data``, several files in ``$KUBECONFIG``, a context by name, its namespace, a
 cluster's ``proxy-url`` (for kopf's watches too). ``tls-server-name``, a SOCKS
 ``proxy-url`` and a user's impersonation (``as``...) are errors: kopf's client cannot
-follow them. The service account is ``sdk.connection.in_cluster``: the same
-discovery as the worker's.
+follow them. What kubectl refuses is refused too, and what would send requests
+anonymous is an error (``kubeconfig_checks``: a context naming a user no file defines,
+an empty ``tokenFile``, an exec plugin that fails or wants a terminal there is not). The
+service account is ``sdk.connection.in_cluster``: the same discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
 ``login(config)`` wraps the choice in a ``login.Login``: the one refreshing source
@@ -20,26 +22,21 @@ kooper does not use it.)
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import logging
 import os
-import pathlib
-import shutil
 import ssl
-import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kooper.core import errors
 from kooper.sdk import connection as connections
 from kooper.sdk.connection import Connection
+from kooper.shell import kubeconfig_checks as checks
 from kooper.shell import login as logins
 from kooper.shell import settings
 
-
-class KubeconfigError(errors.KooperError):
-    """A kubeconfig file is missing, unreadable, or lacks what the context needs."""
+KubeconfigError = checks.KubeconfigError
+"""A kubeconfig file is missing, unreadable, or lacks what the context needs."""
 
 
 def kubeconfig_paths(explicit: str | None = None) -> list[str]:
@@ -67,71 +64,14 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         raise KubeconfigError(f"kubeconfig {paths[0]}: no such file")
     files = ", ".join(paths)
     import yaml
-    from kubernetes import client as k8s_client
-    from kubernetes.config import kube_config
     from kubernetes.config.config_exception import ConfigException
 
-    configuration = k8s_client.Configuration()
     try:
-        found = [path for path in paths if os.path.exists(path)
-                 and yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8")) is not None]
+        found = checks.read(list(paths))
         if not found:
             raise KubeconfigError(f"kubeconfig {files}: no configuration found")
         files = ", ".join(found)
-        merged = kube_config.KubeConfigMerger(  # type: ignore[no-untyped-call]
-            os.pathsep.join(found))
-        if context is None:
-            # kubectl takes the first file's current-context; the python client's merger
-            # keeps the last one's.
-            context = next((str(c["current-context"]) for c in merged.config_files.values()
-                            if isinstance(c, dict) and c.get("current-context")), None)
-        known = sorted(str(c.value.get("name")) for c in merged.config.value["contexts"])
-        if context is None:
-            raise KubeconfigError(f"kubeconfig {files}: no current-context; pass --context "
-                                  f"(contexts: {', '.join(known) or 'none'})")
-        if context not in known:
-            raise KubeconfigError(f"kubeconfig {files}: no context {context!r} "
-                                  f"(contexts: {', '.join(known) or 'none'})")
-        _resolve_local_paths(merged.config.value)
-        # Every path is absolute now: no base path, so an exec plugin runs in our working
-        # directory (the loader's default would run it in the cluster's file's folder).
-        loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-            config_dict=merged.config, active_context=context, config_base_path="")
-        with _logged_by_the_loader() as logged:
-            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
-        chosen = loader.current_context
-        cluster = _entry_of(merged.config.value, chosen, "cluster")
-        if not cluster.get("server"):
-            raise KubeconfigError(
-                f"kubeconfig {files}: context {context!r}: cluster "
-                f"{(chosen.get('context') or {}).get('cluster')!r} has no server")
-        user = _entry_of(merged.config.value, chosen, "user")
-        _check_user(f"kubeconfig {files}: context {context!r}", user, configuration, logged)
-        impersonating = [key for key in _IMPERSONATION if user.get(key)]
-        if impersonating:
-            # client-go sends them as Impersonate-* headers; kopf's client cannot.
-            raise KubeconfigError(
-                f"kubeconfig {files}: context {context!r}: impersonation "
-                f"({', '.join(impersonating)}) is not supported; use a context whose user "
-                "has the rights itself")
-        if configuration.cert_file and not configuration.key_file:
-            # client-go refuses it; the TLS set-up would drop the certificate (anonymous).
-            raise KubeconfigError(
-                f"kubeconfig {files}: context {context!r}: user "
-                f"{(chosen.get('context') or {}).get('user')!r} has a client-certificate "
-                "but no client-key or client-key-data")
-        proxy = str(cluster.get("proxy-url") or "")
-        if proxy and urllib.parse.urlsplit(proxy).scheme not in ("http", "https"):
-            # client-go also takes socks5; kopf's client and kooper's speak HTTP CONNECT only.
-            raise KubeconfigError(
-                f"kubeconfig {files}: context {context!r}: proxy-url {proxy!r} is not "
-                "supported; use an http:// or https:// proxy")
-        if cluster.get("tls-server-name"):
-            # kopf's client cannot set the TLS server name: its watches would fail the
-            # certificate check with a message that names neither the file nor the key.
-            raise KubeconfigError(
-                f"kubeconfig {files}: context {context!r}: tls-server-name is not "
-                "supported; use a server URL whose host the API server's certificate names")
+        return _connect(found, files, context)
     except KubeconfigError:
         raise
     except ConfigException as exc:
@@ -144,16 +84,74 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
     except Exception as exc:  # a file it names is missing, a broken exec plugin...
         raise KubeconfigError(f"kubeconfig {files}: {type(exc).__name__}: "
                               f"{_first_line(exc)}") from None
+
+
+def _connect(found: list[str], files: str, context: str | None) -> Connection:
+    """``from_kubeconfig`` once the files are read: the checks around the loader's run."""
+    from kubernetes import client as k8s_client
+    from kubernetes.config import kube_config
+
+    merged = kube_config.KubeConfigMerger(os.pathsep.join(found))  # type: ignore[no-untyped-call]
+    config = merged.config.value
+    context = _context_name(merged, files, context)
+    chosen = next(getattr(n, "value", n) for n in config["contexts"]
+                  if getattr(n, "value", n).get("name") == context)
+    where = f"kubeconfig {files}: context {context!r}"
+    checks.check_entries(where, config, chosen)
+    _resolve_local_paths(config)
+    names = chosen.get("context") or {}
+    cluster = checks.entry(config, names.get("cluster"), "cluster") or {}
+    user = checks.entry(config, names.get("user"), "user") or {}
+    checks.check_before_login(where, names, cluster, user)
+    # Every path is absolute now: no base path, so an exec plugin runs in our working
+    # directory (the loader's default would run it in the cluster's file's folder).
+    loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
+        config_dict=merged.config, active_context=context, config_base_path="")
+    configuration = k8s_client.Configuration()
+    with checks.logged_by_the_loader() as logged:
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    token_file = _token_file(user)
+    checks.check_after_login(where, names, user, configuration, logged=logged,
+                             token_file=token_file)
+    expiry = getattr(loader, "expiry", None)
+    found_connection = _connection(configuration, names.get("namespace"), token_file,
+                                   expiry, cluster)
+    try:
+        connections.ssl_context(found_connection)  # what the first request would load
+    except (ssl.SSLError, OSError) as exc:
+        raise KubeconfigError(
+            f"{where}: its certificate-authority or client certificate and key do not "
+            f"load: {_first_line(exc)}") from None
+    return found_connection
+
+
+def _context_name(merged: Any, files: str, context: str | None) -> str:
+    """``context``, else the first file's ``current-context`` (kubectl's; the python
+    client's merger keeps the last one's); ``KubeconfigError`` if no file defines it."""
+    if context is None:
+        context = next((str(c["current-context"]) for c in merged.config_files.values()
+                        if isinstance(c, dict) and c.get("current-context")), None)
+    known = sorted(str(getattr(c, "value", c).get("name"))
+                   for c in merged.config.value.get("contexts") or [])
+    if context is None:
+        raise KubeconfigError(f"kubeconfig {files}: no current-context; pass --context "
+                              f"(contexts: {', '.join(known) or 'none'})")
+    if context not in known:
+        raise KubeconfigError(f"kubeconfig {files}: no context {context!r} "
+                              f"(contexts: {', '.join(known) or 'none'})")
+    return context
+
+
+def _connection(configuration: Any, namespace: Any, token_file: str | None, expiry: Any,
+                cluster: Mapping[str, Any]) -> Connection:
+    """The ``Connection`` the loader's ``configuration`` describes."""
     header = (configuration.get_api_key_with_prefix("BearerToken")
               or configuration.get_api_key_with_prefix("authorization"))
     scheme, _, token = (header or "").strip().partition(" ")
     token = token.strip()
     if header and not token:
         scheme, token = "Bearer", header
-    namespace = (chosen.get("context") or {}).get("namespace") if isinstance(chosen, dict) \
-        else None
-    expiry = getattr(loader, "expiry", None)
-    found_connection = Connection(
+    return Connection(
         server=str(configuration.host),
         token=token or None,
         scheme=scheme or "Bearer",
@@ -161,47 +159,23 @@ def from_kubeconfig(paths: Sequence[str], context: str | None = None) -> Connect
         insecure=not configuration.verify_ssl,
         certificate_path=configuration.cert_file or None,
         private_key_path=configuration.key_file or None,
-        namespace=namespace or None,
+        namespace=str(namespace) if namespace else None,
         # A ``tokenFile`` is re-read as it rotates (``connection.Bearer``), as client-go does.
-        token_file=_token_file(merged.config.value, chosen),
+        token_file=token_file,
         expires_at=expiry.timestamp() if isinstance(expiry, datetime.datetime) else None,
         # The cluster's own key: the client's Configuration also fills ``proxy`` from
         # the environment, which ``proxy_of`` applies with NO_PROXY.
         proxy_url=str(cluster.get("proxy-url") or "") or None,
     )
-    try:
-        connections.ssl_context(found_connection)  # what the first request would load
-    except (ssl.SSLError, OSError) as exc:
-        raise KubeconfigError(
-            f"kubeconfig {files}: context {context!r}: its certificate-authority or "
-            f"client certificate and key do not load: {_first_line(exc)}") from None
-    return found_connection
 
 
-def _entry_of(config: Mapping[str, Any], context: Any, kind: str) -> Mapping[str, Any]:
-    """The ``cluster`` or ``user`` entry the chosen context names in the merged kubeconfig."""
-    name = ((context.get("context") or {}).get(kind) if isinstance(context, dict)
-            else None)
-    for node in config.get(kind + "s") or []:
-        entry = getattr(node, "value", node)  # the merger wraps each entry in a ConfigNode
-        if isinstance(entry, dict) and entry.get("name") == name:
-            found = entry.get(kind)
-            return found if isinstance(found, dict) else {}
-    return {}
-
-
-def _token_file(config: Mapping[str, Any], context: Any) -> str | None:
-    """The chosen user's ``tokenFile`` (``_resolve_local_paths`` made it absolute), when
-    the loader took its token from it (no auth-provider and no ``token``: those come
-    first)."""
-    user = _entry_of(config, context, "user")
+def _token_file(user: Mapping[str, Any]) -> str | None:
+    """The user's ``tokenFile`` (``_resolve_local_paths`` made it absolute), when the
+    loader took its token from it (no auth-provider and no ``token``: those come first)."""
     if user.get("auth-provider") or user.get("token") or not user.get("tokenFile"):
         return None
     return str(user["tokenFile"])
 
-
-_IMPERSONATION = ("as", "as-uid", "as-groups", "as-user-extra")
-"""A kubeconfig user's impersonation keys (``kubectl --as``'s, kept in the file)."""
 
 _LOCAL_PATHS = {"cluster": ("certificate-authority",),
                 "user": ("client-certificate", "client-key", "tokenFile")}
@@ -231,47 +205,6 @@ def _resolve_local_paths(config: Mapping[str, Any]) -> None:
             if isinstance(plugin, dict) and os.sep in str(plugin.get("command") or ""):
                 fixed["exec"] = {**plugin, "command": resolved(plugin["command"])}
             node.value = {**entry, kind: fixed}
-
-
-@contextlib.contextmanager
-def _logged_by_the_loader() -> Iterator[list[str]]:
-    """The errors the ``kubernetes`` loader logs instead of raising (a failed exec plugin),
-    kept for ``_check_user`` rather than printed as a second line."""
-    logged: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.module == "kube_config":
-                logged.append(record.getMessage())
-
-    handler = Keep(logging.ERROR)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield logged
-    finally:
-        root.removeHandler(handler)
-
-
-def _check_user(where: str, user: Mapping[str, Any], configuration: Any,
-                logged: list[str]) -> None:
-    """``KubeconfigError`` when the user's exec plugin or auth-provider gave no credentials
-    (the loader would go on without any: every request anonymous)."""
-    if configuration.get_api_key_with_prefix("BearerToken") or configuration.cert_file:
-        return
-    plugin = user.get("exec")
-    if isinstance(plugin, dict):
-        command = str(plugin.get("command") or "")
-        reason = " ".join(" ".join(logged).split()) or "it gave no token or certificate"
-        hint = str(plugin.get("installHint") or "")
-        if hint and shutil.which(command) is None:
-            reason += ". " + " ".join(hint.split())
-        raise KubeconfigError(f"{where}: exec plugin {command!r} failed: {reason}")
-    provider = user.get("auth-provider")
-    if isinstance(provider, dict):
-        raise KubeconfigError(
-            f"{where}: auth-provider {provider.get('name')!r} gave no token (kubectl dropped "
-            "the gcp and azure providers: use an exec credential plugin instead)")
 
 
 def _first_line(exc: BaseException) -> str:
