@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kooper.sdk import apierrors
 from kooper.sdk.connection import Connection
 from kooper.shell.login import Login
 
@@ -94,6 +95,36 @@ def test_a_token_file_is_reread_every_minute_and_after_a_401(tmp_path):
     clock.now += 5
     assert login.rejected(login.connection)
     assert login.current()[1] == "Bearer three"
+
+
+def test_a_token_file_gone_or_empty_keeps_the_token_read_before(tmp_path):
+    """client-go's caching token source keeps the token it has when the file cannot be
+    read again ("Unable to rotate token"); kooper sent ``Bearer `` (an empty file, a
+    writer that truncates before it writes) or failed the request (a file being
+    replaced)."""
+    clock = Clock()
+    token = tmp_path / "token"
+    token.write_text("one\n")
+    login = Login.static(Connection(server="https://api", token_file=str(token)), clock=clock)
+    assert login.current()[1] == "Bearer one"
+    token.write_text("  \n")
+    clock.now += 61
+    assert login.current()[1] == "Bearer one"
+    token.unlink()
+    clock.now += 61
+    assert login.current()[1] == "Bearer one"
+    token.write_text("two")
+    assert login.current()[1] == "Bearer one"  # read again a period later
+    clock.now += 61
+    assert login.current()[1] == "Bearer two"
+
+
+def test_a_token_file_empty_from_the_start_fails_the_request_naming_it(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("\n")
+    login = Login.static(Connection(server="https://api", token_file=str(token)))
+    with pytest.raises(apierrors.Unreachable, match="empty"):
+        login.current()
 
 
 @pytest.mark.parametrize("header", [None])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import logging
 import os
 import pathlib
 import ssl
@@ -28,6 +29,8 @@ from collections.abc import Callable, Mapping
 
 from kooper.core import errors
 from kooper.sdk import apierrors
+
+logger = logging.getLogger("kooper.connection")
 
 API_ENV = "KOOPER_KUBE_API"
 SERVICE_ACCOUNT = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -105,7 +108,9 @@ def in_cluster(env: Mapping[str, str], *,
 
 class Bearer:
     """The current ``Authorization`` value of a connection; a token file is re-read
-    every ``TOKEN_FILE_PERIOD_S`` and at once after ``forget`` (a 401)."""
+    every ``TOKEN_FILE_PERIOD_S`` and at once after ``forget`` (a 401). A file that is
+    gone or empty when read again leaves the token read before in use (client-go's
+    caching token source: "Unable to rotate token"), until it can be read."""
 
     def __init__(self, connection: Connection, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -123,10 +128,18 @@ class Bearer:
         if self._value is None or now - self._read_at >= TOKEN_FILE_PERIOD_S:
             try:
                 token = pathlib.Path(conn.token_file).read_text().strip()
+                problem = "it is empty"
             except OSError as exc:
-                raise apierrors.Unreachable(f"cannot read the token {conn.token_file}: {exc}",
-                                            status=0) from exc
-            self._value, self._read_at = f"{conn.scheme} {token}", now
+                token, problem = "", str(exc)
+            if token:
+                self._value, self._read_at = f"{conn.scheme} {token}", now
+            elif self._value is None:
+                raise apierrors.Unreachable(
+                    f"cannot read the token {conn.token_file}: {problem}", status=0)
+            else:  # tried again a period later (one warning a period, not one a request)
+                self._read_at = now
+                logger.warning("unable to rotate the token %s (%s): keeping the one read "
+                               "before", conn.token_file, problem)
         return self._value
 
     def forget(self) -> None:
