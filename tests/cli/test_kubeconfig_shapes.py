@@ -555,3 +555,124 @@ def test_an_exec_plugin_that_prints_garbage(tmp_path: Path, bin_dir: Path):
       args: [eks, get-token]
 """)
     assert "'aws'" in _one_line_naming(path, match="exec")
+
+
+# --- oidc refresh, as kubectl does it -----------------------------------------------------
+
+# A self-signed certificate for 127.0.0.1 and its key: the fake IdP's.
+IDP_CERT = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBmTCCAT+gAwIBAgIUbV0G7x1ic0w5Rlv28xaOZODYS4UwCgYIKoZIzj0EAwIw\n"
+    "FDESMBAGA1UEAwwJMTI3LjAuMC4xMB4XDTI2MTEyOTEyNDAyOFoXDTM2MTEyNjEy\n"
+    "NDAyOFowFDESMBAGA1UEAwwJMTI3LjAuMC4xMFkwEwYHKoZIzj0CAQYIKoZIzj0D\n"
+    "AQcDQgAEZA4Mivy49wWnPmTV6+7uIsAyaPEJrX+BWHwVefvkbiDfoEIvHaRlz5ez\n"
+    "cn5SI6+rh2VevRaqqgA13IWjm3nEJaNvMG0wHQYDVR0OBBYEFFayLpK+W8v6z7jP\n"
+    "o9NCj9Gh0XkuMB8GA1UdIwQYMBaAFFayLpK+W8v6z7jPo9NCj9Gh0XkuMA8GA1Ud\n"
+    "EwEB/wQFMAMBAf8wGgYDVR0RBBMwEYcEfwAAAYIJbG9jYWxob3N0MAoGCCqGSM49\n"
+    "BAMCA0gAMEUCIECnEI5XNvNoQ+27zDN35V2V4tASh1HNAZPue7nWppNnAiEA2WlO\n"
+    "K9XY8jrk6Z31tu3k99+auvSJodwkg+WX5lHQzWI=\n"
+    "-----END CERTIFICATE-----\n"
+)
+IDP_KEY = (
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgyN15RqP5EY/v3r8z\n"
+    "8lzqk++Gt2ymA77TB6J/efabThShRANCAARkDgyK/Lj3Bac+ZNXr7u4iwDJo8Qmt\n"
+    "f4FYfBV5++RuIN+gQi8dpGXPl7NyflIjr6uHZV69FqqqADXchaObecQl\n"
+    "-----END PRIVATE KEY-----\n"
+)
+
+
+def _jwt(expires_in: float) -> str:
+    claims = json.dumps({"iss": "https://127.0.0.1", "exp": int(time.time() + expires_in)})
+    body = base64.urlsafe_b64encode(claims.encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJSUzI1NiJ9.{body}.c2lnbmF0dXJl"
+
+
+@pytest.fixture
+def idp(tmp_path: Path):
+    """An OIDC IdP on https://127.0.0.1: discovery, and a token endpoint that rotates the
+    refresh token (Dex's way) and counts its refreshes."""
+    import http.server
+    import ssl
+    import threading
+
+    fresh = _jwt(3600)
+    refreshes: list[str] = []
+    discoveries: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            discoveries.append(self.path)
+            url = f"https://127.0.0.1:{self.server.server_address[1]}"
+            self._answer({"issuer": url, "token_endpoint": url + "/token"})
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            refreshes.append(body)
+            self._answer({"access_token": "a", "token_type": "Bearer", "expires_in": 3600,
+                          "id_token": fresh, "refresh_token": f"r{len(refreshes) + 1}"})
+
+        def _answer(self, document: dict[str, object]) -> None:
+            data = json.dumps(document).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    (tmp_path / "idp.crt").write_text(IDP_CERT)
+    (tmp_path / "idp.key").write_text(IDP_KEY)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "idp.crt", tmp_path / "idp.key")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", fresh, refreshes, discoveries
+    server.shutdown()
+
+
+def _oidc_config(tmp_path: Path, issuer: str, *, ca: bool) -> Path:
+    trust = f"        idp-certificate-authority-data: {_b64(IDP_CERT)}\n" if ca else ""
+    return _cloud_exec_config(tmp_path, f"""\
+    auth-provider:
+      config:
+        client-id: kubernetes
+        client-secret: s3cr3t
+        id-token: {_jwt(-600)}
+{trust}        idp-issuer-url: {issuer}
+        refresh-token: r1
+      name: oidc
+""")
+
+
+def test_an_expired_oidc_token_is_refreshed_once_and_written_back_as_kubectl_does(
+        idp, tmp_path: Path):
+    """kubectl writes the refreshed id-token and refresh-token back to the file; the
+    loader kept them in memory, so every login spent the file's old refresh token again:
+    an IdP that rotates them (Dex) refuses it, and kubectl's next run with it."""
+    issuer, fresh, refreshes, _ = idp
+    path = _oidc_config(tmp_path, issuer, ca=True)
+    assert credentials.from_kubeconfig([str(path)]).token == fresh
+    assert credentials.from_kubeconfig([str(path)]).token == fresh
+    assert len(refreshes) == 1
+    assert "refresh_token=r1" in refreshes[0]
+    import yaml
+
+    written = yaml.safe_load(path.read_text())["users"][0]["user"]["auth-provider"]["config"]
+    assert (written["id-token"], written["refresh-token"]) == (fresh, "r2")
+    assert "idp-certificate-authority" not in written
+
+
+def test_an_oidc_refresh_checks_the_idps_certificate_against_the_systems_roots(
+        idp, tmp_path: Path):
+    """Without ``idp-certificate-authority`` the loader read the IdP's discovery document
+    unchecked: whoever answered named the token endpoint, which then got the refresh token
+    and the client secret. client-go checks the IdP against the system's roots, where this
+    self-signed one is not."""
+    issuer, _, refreshes, discoveries = idp
+    path = _oidc_config(tmp_path, issuer, ca=False)
+    assert "CERTIFICATE_VERIFY_FAILED" in _one_line_naming(path)
+    assert (discoveries, refreshes) == ([], [])

@@ -23,6 +23,7 @@ kooper does not use it.)
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import ssl
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,8 @@ from kooper.sdk.connection import Connection
 from kooper.shell import kubeconfig_checks as checks
 from kooper.shell import login as logins
 from kooper.shell import settings
+
+logger = logging.getLogger("kooper.credentials")
 
 KubeconfigError = checks.KubeconfigError
 """A kubeconfig file is missing, unreadable, or lacks what the context needs."""
@@ -106,7 +109,8 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
     # Every path is absolute now: no base path, so an exec plugin runs in our working
     # directory (the loader's default would run it in the cluster's file's folder).
     loader = kube_config.KubeConfigLoader(  # type: ignore[no-untyped-call]
-        config_dict=merged.config, active_context=context, config_base_path="")
+        config_dict=merged.config, active_context=context, config_base_path="",
+        config_persister=_oidc_as_kubectl(user, merged))
     configuration = k8s_client.Configuration()
     with checks.logged_by_the_loader() as logged:
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
@@ -123,6 +127,46 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
             f"{where}: its certificate-authority or client certificate and key do not "
             f"load: {_first_line(exc)}") from None
     return found_connection
+
+
+def _oidc_as_kubectl(user: Mapping[str, Any], merged: Any) -> Callable[[], None] | None:
+    """An ``oidc`` auth-provider's refresh made as kubectl makes it: the IdP's certificate
+    checked against the system's roots when the user names no ``idp-certificate-authority``
+    (the loader would not check it at all), and the refreshed ``id-token`` and
+    ``refresh-token`` written back to the user's file (the loader kept them in memory: the
+    next login would spend the old refresh token again, which an IdP that rotates them,
+    Dex for one, refuses, and kubectl's next run with it)."""
+    provider = user.get("auth-provider")
+    if not isinstance(provider, dict) or provider.get("name") != "oidc":
+        return None
+    config = provider.get("config")
+    if not isinstance(config, dict):
+        return None
+    added = not (config.get("idp-certificate-authority")
+                 or config.get("idp-certificate-authority-data"))
+    if added:
+        config["idp-certificate-authority"] = _system_roots()
+
+    def persist() -> None:
+        if added:
+            config.pop("idp-certificate-authority", None)  # not ours to write
+        try:
+            merged.save_changes()
+        except OSError as exc:  # a kubeconfig mounted read-only: the token is good anyway
+            logger.warning("cannot write the refreshed oidc token back: %s", exc)
+
+    return persist
+
+
+def _system_roots() -> str:
+    """The system's CA bundle (client-go checks an IdP against the system's roots)."""
+    paths = ssl.get_default_verify_paths()
+    for path in (paths.cafile, paths.openssl_cafile):
+        if path and os.path.isfile(path):
+            return path
+    import certifi
+
+    return str(certifi.where())
 
 
 def _context_name(merged: Any, files: str, context: str | None) -> str:
