@@ -320,6 +320,32 @@ def test_gke_gcloud_auth_plugin_with_provide_cluster_info(tmp_path: Path, bin_di
     assert base64.b64decode(cluster["certificate-authority-data"]).decode() == CERT
 
 
+def test_provide_cluster_info_hands_the_plugin_a_ca_file_as_data(tmp_path: Path,
+                                                                bin_dir: Path):
+    """client-go reads a ``certificate-authority`` file into the ExecCredential's
+    ``spec.cluster.certificate-authority-data``; the loader handed the plugin the path
+    alone (under a key client-go's ExecCredential does not have)."""
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.crt").write_text(CERT)
+    plugin = _plugin(bin_dir, "gke-gcloud-auth-plugin", {"token": "ya29.a0AfB"})
+    path = _write(tmp_path, _cloud_exec_config(tmp_path, """\
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: gke-gcloud-auth-plugin
+      provideClusterInfo: true
+""").read_text().replace(f"certificate-authority-data: {_b64(CERT)}",
+                         "certificate-authority: pki/ca.crt"))
+    conn = credentials.from_kubeconfig([str(path)])
+    assert conn.token == "ya29.a0AfB"
+    assert conn.ca_path
+    assert Path(conn.ca_path).read_text() == CERT
+    env = _seen(plugin)["env"]
+    assert isinstance(env, dict)
+    cluster = json.loads(env["KUBERNETES_EXEC_INFO"])["spec"]["cluster"]
+    assert base64.b64decode(cluster["certificate-authority-data"]).decode() == CERT
+    assert "certificate-authority" not in cluster
+
+
 def test_aks_kubelogin_with_env_null(tmp_path: Path, bin_dir: Path):
     plugin = _plugin(bin_dir, "kubelogin", {"token": "eyJ0eXAiOiJKV1Qi",
                                             "expirationTimestamp": "2099-01-01T00:00:00Z"})

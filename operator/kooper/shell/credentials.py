@@ -22,9 +22,11 @@ kooper does not use it.)
 
 from __future__ import annotations
 
+import base64
 import datetime
 import logging
 import os
+import pathlib
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -103,8 +105,9 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
     checks.check_entries(where, config, chosen)
     _resolve_local_paths(config)
     names = chosen.get("context") or {}
-    cluster = checks.entry(config, names.get("cluster"), "cluster") or {}
     user = checks.entry(config, names.get("user"), "user") or {}
+    _cluster_info_as_client_go(config, names.get("cluster"), user)
+    cluster = checks.entry(config, names.get("cluster"), "cluster") or {}
     checks.check_before_login(where, names, cluster, user)
     # Every path is absolute now: no base path, so an exec plugin runs in our working
     # directory (the loader's default would run it in the cluster's file's folder).
@@ -127,6 +130,26 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
             f"{where}: its certificate-authority or client certificate and key do not "
             f"load: {_first_line(exc)}") from None
     return found_connection
+
+
+def _cluster_info_as_client_go(config: Mapping[str, Any], name: Any,
+                               user: Mapping[str, Any]) -> None:
+    """An exec plugin with ``provideClusterInfo`` gets the cluster's CA as
+    ``certificate-authority-data`` (client-go reads a ``certificate-authority`` file into
+    it); the loader passed the path alone, which a plugin reading the data never finds."""
+    plugin = user.get("exec")
+    if not isinstance(plugin, dict) or not plugin.get("provideClusterInfo"):
+        return
+    for node in config.get("clusters") or []:
+        found = node.value
+        cluster = found.get("cluster")
+        if found.get("name") != name or not cluster.get("certificate-authority") or \
+                cluster.get("certificate-authority-data"):
+            continue
+        data = pathlib.Path(cluster["certificate-authority"]).read_bytes()
+        node.value = {**found, "cluster": {
+            **{k: v for k, v in cluster.items() if k != "certificate-authority"},
+            "certificate-authority-data": base64.b64encode(data).decode()}}
 
 
 def _oidc_as_kubectl(user: Mapping[str, Any], merged: Any) -> Callable[[], None] | None:
