@@ -9,8 +9,11 @@ cluster's ``proxy-url`` (for kopf's watches too). ``tls-server-name``, a SOCKS
 ``proxy-url`` and a user's impersonation (``as``...) are errors: kopf's client cannot
 follow them. What kubectl refuses is refused too, and what would send requests
 anonymous is an error (``kubeconfig_checks``: a context naming a user no file defines,
-an empty ``tokenFile``, an exec plugin that fails or wants a terminal there is not). The
-service account is ``sdk.connection.in_cluster``: the same discovery as the worker's.
+an empty ``tokenFile``, an exec plugin that fails or wants a terminal there is not).
+Where the loader is not kubectl, kooper makes up for it: an ``oidc`` refresh checks the
+IdP and is written back to the file (``_oidc_as_kubectl``), ``provideClusterInfo`` hands
+a CA file over as data (``_cluster_info_as_client_go``). The service account is
+``sdk.connection.in_cluster``: the same discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
 ``login(config)`` wraps the choice in a ``login.Login``: the one refreshing source
