@@ -490,6 +490,24 @@ def test_a_context_without_a_user_stays_anonymous_as_in_kubectl(tmp_path: Path):
         "http://127.0.0.1:8080", None, None)
 
 
+@pytest.mark.parametrize(("provider", "words"), [
+    # GKE's kubeconfigs before gke-gcloud-auth-plugin; the loader's gcp refresh needs
+    # google-auth, which kooper's image does not hold.
+    ("{name: gcp}", "AttributeError"),
+    ("{name: gcp, config: {cmd-path: /opt/google-cloud-sdk/bin/gcloud, cmd-args: config "
+     "config-helper --format=json, token-key: '{.credential.access_token}'}}",
+     "No such file or directory"),
+    ("{name: oidc, config: {client-id: k, idp-issuer-url: 'https://dex.example'}}",
+     "id-token"),
+])
+def test_an_auth_provider_that_fails_is_named_with_what_to_do(provider: str, words: str,
+                                                              tmp_path: Path):
+    path = _cloud_exec_config(tmp_path, f"    auth-provider: {provider}\n")
+    message = _one_line_naming(path, match="auth-provider")
+    assert words in message
+    assert ("exec credential plugin" in message) == ("gcp" in provider)
+
+
 def test_a_kubeconfig_that_is_a_directory(tmp_path: Path):
     folder = tmp_path / "config"
     folder.mkdir()

@@ -119,7 +119,11 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
         config_persister=_oidc_as_kubectl(user, merged))
     configuration = k8s_client.Configuration()
     with checks.logged_by_the_loader() as logged:
-        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        try:
+            loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            checks.check_provider_failure(where, user, exc)
+            raise
     token_file = _token_file(user)
     checks.check_after_login(where, names, user, configuration, logged=logged,
                              token_file=token_file)

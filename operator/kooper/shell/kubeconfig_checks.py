@@ -189,6 +189,24 @@ def check_after_login(where: str, names: Mapping[str, Any], user: Mapping[str, A
         raise KubeconfigError(f"{where}: exec plugin {command!r} failed: {reason}")
     provider = user.get("auth-provider")
     if isinstance(provider, dict):
-        raise KubeconfigError(
-            f"{where}: auth-provider {provider.get('name')!r} gave no token (kubectl dropped "
-            "the gcp and azure providers: use an exec credential plugin instead)")
+        raise KubeconfigError(f"{where}: auth-provider {provider.get('name')!r} gave no "
+                              f"token{_DROPPED}")
+
+
+_DROPPED = (" (kubectl dropped the gcp and azure providers: use an exec credential plugin "
+            "instead)")
+
+
+def check_provider_failure(where: str, user: Mapping[str, Any], exc: Exception) -> None:
+    """``KubeconfigError`` naming the user's auth-provider when the loader failed in it
+    (a gcp provider without google-auth: ``AttributeError: 'NoneType' object has no
+    attribute 'token'``); nothing for a user without one."""
+    provider = user.get("auth-provider")
+    if not isinstance(provider, dict):
+        return
+    name = provider.get("name")
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    if not isinstance(exc, KubeconfigError) and type(exc).__name__ != "ConfigException":
+        text = f"{type(exc).__name__}: {text}"
+    raise KubeconfigError(f"{where}: auth-provider {name!r} failed: {text}"
+                          f"{_DROPPED if name in ('gcp', 'azure') else ''}") from None
