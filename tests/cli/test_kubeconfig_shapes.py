@@ -508,6 +508,23 @@ def test_an_auth_provider_that_fails_is_named_with_what_to_do(provider: str, wor
     assert ("exec credential plugin" in message) == ("gcp" in provider)
 
 
+@pytest.mark.parametrize("user", [
+    "    auth-provider:\n      name: oidc\n      config: {client-id: k, client-secret: "
+    "SECRET, refresh-token: SECRET, idp-issuer-url: 'https://dex.example'}\n",
+    "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: vault-login, "
+    "args: [--secret-id, SECRET], env: [{name: VAULT_ADDR}]}\n",
+    "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: vault-login, "
+    "args: [--secret-id, SECRET], env: [{value: x}]}\n",
+])
+def test_an_error_in_a_user_entry_does_not_print_its_secrets(user: str, tmp_path: Path):
+    """The loader names the entry it finds a key missing in by the repr of the whole entry:
+    its token, client secret, refresh token or key landed in the error, on the terminal
+    and in the operator's log."""
+    message = _one_line_naming(_cloud_exec_config(tmp_path, user))
+    assert "SECRET" not in message
+    assert "users[name=cloud-user]" in message
+
+
 def test_a_kubeconfig_that_is_a_directory(tmp_path: Path):
     folder = tmp_path / "config"
     folder.mkdir()

@@ -101,6 +101,7 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
 
     merged = kube_config.KubeConfigMerger(os.pathsep.join(found))  # type: ignore[no-untyped-call]
     config = merged.config.value
+    _name_entries(config)
     context = _context_name(merged, files, context)
     chosen = next(getattr(n, "value", n) for n in config["contexts"]
                   if getattr(n, "value", n).get("name") == context)
@@ -197,6 +198,16 @@ def _system_roots() -> str:
     import certifi
 
     return str(certifi.where())
+
+
+def _name_entries(config: Mapping[str, Any]) -> None:
+    """The loader names an entry in its errors by the repr of the whole entry ("Expected
+    key id-token in /home/me/.kube/config/{'name': 'me', 'user': {...}}"): the user's
+    token, client secret and key with it. By its file and name instead."""
+    for kind in ("clusters", "contexts", "users"):
+        for node in config.get(kind) or []:
+            if isinstance(getattr(node, "value", None), dict) and hasattr(node, "name"):
+                node.name = f"{node.path}/{kind}[name={node.value.get('name')}]"
 
 
 def _context_name(merged: Any, files: str, context: str | None) -> str:
