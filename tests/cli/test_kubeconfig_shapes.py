@@ -150,6 +150,27 @@ users:
     assert conn.token is None
 
 
+@pytest.mark.parametrize(("server", "tls", "url"), [
+    ("10.0.0.1:6443", f"certificate-authority-data: {_b64(CERT)}", "https://10.0.0.1:6443"),
+    ("localhost:6443", "insecure-skip-tls-verify: true", "https://localhost:6443"),
+    ("127.0.0.1:8080", "", "http://127.0.0.1:8080"),
+    ("HTTPS://api.example:6443", f"certificate-authority-data: {_b64(CERT)}",
+     "https://api.example:6443"),
+])
+def test_a_server_url_without_a_scheme_is_read_as_client_go_reads_it(
+        server: str, tls: str, url: str, tmp_path: Path):
+    """client-go's ``DefaultServerURL``: https:// when there is TLS material, else
+    http://; the loader kept ``10.0.0.1:6443``, which kooper's clients and kopf's cannot
+    reach, and read ``HTTPS://`` as plain HTTP (no CA loaded)."""
+    path = _write(tmp_path, "current-context: c\ncontexts: [{name: c, context: {cluster: c, "
+                            f"user: u}}}}]\nclusters: [{{name: c, cluster: {{server: '{server}'"
+                            f"{', ' + tls if tls else ''}}}}}]\nusers: [{{name: u, user: "
+                            "{token: t}}]\n")
+    conn = credentials.from_kubeconfig([str(path)])
+    assert conn.server == url
+    assert (conn.ca_path is not None) == ("authority" in tls)
+
+
 def test_openshift_token_user_with_slashes_in_its_names(tmp_path: Path):
     path = _write(tmp_path, """\
 apiVersion: v1

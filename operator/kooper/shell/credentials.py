@@ -12,7 +12,8 @@ anonymous is an error (``kubeconfig_checks``: a context naming a user no file de
 an empty ``tokenFile``, an exec plugin that fails or wants a terminal there is not).
 Where the loader is not kubectl, kooper makes up for it: an ``oidc`` refresh checks the
 IdP and is written back to the file (``_oidc_as_kubectl``), ``provideClusterInfo`` hands
-a CA file over as data (``_cluster_info_as_client_go``). The service account is
+a CA file over as data, a server without a scheme gets client-go's
+(``_cluster_as_client_go``). The service account is
 ``sdk.connection.in_cluster``: the same discovery as the worker's.
 
 Every problem becomes one ``KubeconfigError`` naming the file, never a traceback.
@@ -31,6 +32,7 @@ import logging
 import os
 import pathlib
 import ssl
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -110,7 +112,7 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
     _resolve_local_paths(config)
     names = chosen.get("context") or {}
     user = checks.entry(config, names.get("user"), "user") or {}
-    _cluster_info_as_client_go(config, names.get("cluster"), user)
+    _cluster_as_client_go(config, names.get("cluster"), user)
     cluster = checks.entry(config, names.get("cluster"), "cluster") or {}
     checks.check_before_login(where, names, cluster, user)
     # Every path is absolute now: no base path, so an exec plugin runs in our working
@@ -140,24 +142,40 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
     return found_connection
 
 
-def _cluster_info_as_client_go(config: Mapping[str, Any], name: Any,
-                               user: Mapping[str, Any]) -> None:
-    """An exec plugin with ``provideClusterInfo`` gets the cluster's CA as
-    ``certificate-authority-data`` (client-go reads a ``certificate-authority`` file into
-    it); the loader passed the path alone, which a plugin reading the data never finds."""
-    plugin = user.get("exec")
-    if not isinstance(plugin, dict) or not plugin.get("provideClusterInfo"):
-        return
+def _cluster_as_client_go(config: Mapping[str, Any], name: Any,
+                          user: Mapping[str, Any]) -> None:
+    """The chosen cluster as client-go reads it where the loader does not: its server URL
+    (``_server_url``), and for an exec plugin with ``provideClusterInfo`` a
+    ``certificate-authority`` file as ``certificate-authority-data`` (client-go hands the
+    plugin the data; the loader passed the path alone, which a plugin never reads)."""
     for node in config.get("clusters") or []:
-        found = node.value
-        cluster = found.get("cluster")
-        if found.get("name") != name or not cluster.get("certificate-authority") or \
-                cluster.get("certificate-authority-data"):
+        if node.value.get("name") != name:
             continue
-        data = pathlib.Path(cluster["certificate-authority"]).read_bytes()
-        node.value = {**found, "cluster": {
-            **{k: v for k, v in cluster.items() if k != "certificate-authority"},
-            "certificate-authority-data": base64.b64encode(data).decode()}}
+        cluster = {**node.value["cluster"]}
+        if cluster.get("server"):
+            cluster["server"] = _server_url(cluster, user)
+        plugin = user.get("exec")
+        if (isinstance(plugin, dict) and plugin.get("provideClusterInfo")
+                and cluster.get("certificate-authority")
+                and not cluster.get("certificate-authority-data")):
+            data = pathlib.Path(cluster.pop("certificate-authority")).read_bytes()
+            cluster["certificate-authority-data"] = base64.b64encode(data).decode()
+        node.value = {**node.value, "cluster": cluster}
+
+
+def _server_url(cluster: Mapping[str, Any], user: Mapping[str, Any]) -> str:
+    """client-go's ``DefaultServerURL``: a server without a scheme (``10.0.0.1:6443``) is
+    ``https://`` when the cluster or user has TLS material, else ``http://`` (the loader
+    kept the bare ``host:port``, which no client can reach), and a scheme is lower case
+    (the loader took ``HTTPS://`` for plain HTTP)."""
+    server = str(cluster["server"])
+    parts = urllib.parse.urlsplit(server)
+    if parts.scheme and parts.netloc:
+        return parts.scheme.lower() + server[len(parts.scheme):]
+    tls = any(cluster.get(key) for key in (
+        "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify"))
+    tls = tls or any(user.get(key) for key in ("client-certificate", "client-certificate-data"))
+    return ("https://" if tls else "http://") + server
 
 
 def _oidc_as_kubectl(user: Mapping[str, Any], merged: Any) -> Callable[[], None] | None:
