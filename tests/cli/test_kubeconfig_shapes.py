@@ -489,6 +489,14 @@ def test_a_context_whose_cluster_is_missing(tmp_path: Path):
     assert "gone" in _one_line_naming(path)
 
 
+def test_a_context_that_names_no_cluster(tmp_path: Path):
+    path = _write(tmp_path, "current-context: c\ncontexts:\n"
+                            "- {name: c, context: {user: u, namespace: n}}\n"
+                            "clusters: [{name: c, cluster: {server: 'https://c'}}]\n"
+                            "users: [{name: u, user: {token: t}}]\n")
+    assert "None" not in _one_line_naming(path, match="names no cluster")
+
+
 def test_a_context_whose_user_is_missing_is_one_error_not_anonymous_requests(
         tmp_path: Path):
     """client-go goes on anonymous (its ``ConfirmUsable`` looks the user up by name and takes

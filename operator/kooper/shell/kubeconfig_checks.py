@@ -87,9 +87,11 @@ def check_entries(where: str, config: Mapping[str, Any], chosen: Mapping[str, An
     """The chosen context's cluster, and its user if it names one (a context without a
     user is anonymous in kubectl too), are defined in one of the files."""
     names = chosen.get("context") or {}
+    if not names.get("cluster"):
+        raise KubeconfigError(f"{where}: the context names no cluster")
     for kind in ("cluster", "user"):
         name = names.get(kind)
-        if (name or kind == "cluster") and entry(config, name, kind) is None:
+        if name and entry(config, name, kind) is None:
             known = sorted(str(getattr(n, "value", n).get("name"))
                            for n in config.get(kind + "s") or [])
             # client-go would go on anonymous for a user it does not find.
