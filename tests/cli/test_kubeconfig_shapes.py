@@ -448,7 +448,11 @@ def test_oidc_auth_provider_with_a_valid_id_token(tmp_path: Path):
         refresh-token: ChlvYXV0aC1yZWZyZXNo
       name: oidc
 """)
-    assert credentials.from_kubeconfig([str(path)]).token == id_token
+    conn = credentials.from_kubeconfig([str(path)])
+    assert conn.token == id_token
+    # renewed before it expires, as client-go's oidc provider does (the loader gave no
+    # expiry: the first request after the token's exp came back 401)
+    assert conn.expires_at == json.loads(base64.urlsafe_b64decode(claims))["exp"]
 
 
 def test_a_token_file_with_whitespace_around_the_token(tmp_path: Path):

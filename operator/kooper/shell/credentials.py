@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import json
 import logging
 import os
 import pathlib
@@ -130,7 +131,7 @@ def _connect(found: list[str], files: str, context: str | None) -> Connection:
     token_file = _token_file(user)
     checks.check_after_login(where, names, user, configuration, logged=logged,
                              token_file=token_file)
-    expiry = getattr(loader, "expiry", None)
+    expiry = getattr(loader, "expiry", None) or _oidc_expiry(user, configuration)
     found_connection = _connection(configuration, names.get("namespace"), token_file,
                                    expiry, cluster)
     try:
@@ -205,6 +206,22 @@ def _oidc_as_kubectl(user: Mapping[str, Any], merged: Any) -> Callable[[], None]
             logger.warning("cannot write the refreshed oidc token back: %s", exc)
 
     return persist
+
+
+def _oidc_expiry(user: Mapping[str, Any], configuration: Any) -> datetime.datetime | None:
+    """When an ``oidc`` id-token expires (its ``exp`` claim), so that ``login.Login``
+    renews it first, as client-go's oidc provider does before a request (the loader says
+    nothing: the first request after it expired came back 401)."""
+    provider = user.get("auth-provider")
+    header = configuration.get_api_key_with_prefix("BearerToken") or ""
+    if not isinstance(provider, dict) or provider.get("name") != "oidc" or not header:
+        return None
+    try:
+        claims = header.split()[-1].split(".")[1]
+        exp = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["exp"]
+        return datetime.datetime.fromtimestamp(float(exp), tz=datetime.UTC)
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _system_roots() -> str:
