@@ -229,11 +229,18 @@ def test_a_token_file_is_read_again_as_it_rotates_without_a_new_login(tmp_path: 
     assert login.logins == 1
 
 
-def test_a_token_beside_a_token_file_wins_as_in_client_go(tmp_path: Path):
-    (tmp_path / "token").write_text("file-token\n")
+def test_a_token_file_beside_a_token_wins_while_it_reads_as_in_client_go(tmp_path: Path):
+    """client-go's transport (``NewBearerAuthWithRefreshRoundTripper``) sends the file's
+    token whenever the file reads and the inline ``token`` otherwise; its kubeconfig
+    reference says the ``token`` wins, and kooper followed the reference."""
+    token = tmp_path / "token"
+    token.write_text("file-token\n")
     path = _one_user(tmp_path, "{token: inline, tokenFile: token}")
-    conn = credentials.from_kubeconfig([str(path)])
-    assert (conn.token, conn.token_file) == ("inline", None)
+    login = Login(lambda: credentials.from_kubeconfig([str(path)]))
+    assert login.current()[1] == "Bearer file-token"
+    token.unlink()
+    assert Login(lambda: credentials.from_kubeconfig([str(path)])).current()[1] == \
+        "Bearer inline"
 
 
 def test_the_service_variables_name_the_server_as_client_go_reads_them(tmp_path: Path):

@@ -50,7 +50,8 @@ class Connection:
     token: str | None = None
     """A bearer token as given (kubeconfig ``token``, an exec plugin's answer)."""
     token_file: str | None = None
-    """A file holding the token, re-read every ``TOKEN_FILE_PERIOD_S`` (wins over ``token``)."""
+    """A file holding the token, re-read every ``TOKEN_FILE_PERIOD_S`` (wins over ``token``,
+    which is used while the file cannot be read, as client-go's transport does)."""
     scheme: str = "Bearer"
     ca_path: str | None = None
     ca_data: bytes | None = None
@@ -133,6 +134,8 @@ class Bearer:
                 token, problem = "", str(exc)
             if token:
                 self._value, self._read_at = f"{conn.scheme} {token}", now
+            elif self._value is None and conn.token:  # a kubeconfig's token beside the file
+                self._value, self._read_at = f"{conn.scheme} {conn.token}", now
             elif self._value is None:
                 raise apierrors.Unreachable(
                     f"cannot read the token {conn.token_file}: {problem}", status=0)

@@ -290,9 +290,11 @@ def _connection(configuration: Any, namespace: Any, token_file: str | None, expi
 
 
 def _token_file(user: Mapping[str, Any]) -> str | None:
-    """The user's ``tokenFile`` (``_resolve_local_paths`` made it absolute), when the
-    loader took its token from it (no auth-provider and no ``token``: those come first)."""
-    if user.get("auth-provider") or user.get("token") or not user.get("tokenFile"):
+    """The user's ``tokenFile`` (``_resolve_local_paths`` made it absolute), unless an
+    auth-provider gives the token. Beside a ``token`` too: client-go's transport sends
+    the file's token while the file reads, the ``token`` when it does not (its kubeconfig
+    reference says the ``token`` wins; its code does not)."""
+    if user.get("auth-provider") or not user.get("tokenFile"):
         return None
     return str(user["tokenFile"])
 

@@ -177,7 +177,8 @@ def check_after_login(where: str, names: Mapping[str, Any], user: Mapping[str, A
         # client-go refuses it; the TLS set-up would drop the certificate (anonymous).
         raise KubeconfigError(f"{where}: user {names.get('user')!r} has a client-certificate "
                               "but no client-key or client-key-data")
-    if token_file is not None and not pathlib.Path(token_file).read_text().strip():
+    if (token_file is not None and not user.get("token")
+            and not pathlib.Path(token_file).read_text().strip()):
         raise KubeconfigError(f"{where}: read empty token from tokenFile {token_file}")
     if configuration.get_api_key_with_prefix("BearerToken") or configuration.cert_file:
         return
