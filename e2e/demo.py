@@ -179,7 +179,7 @@ class Demo:
             f"{members} members running every resource once, balanced",
             lambda: self.balanced(members),
             timeout_s=timeout_s,
-            interval_s=2,
+            interval_s=1,
         )
 
     def assignments(self) -> dict[str, messages.Assignment]:

@@ -79,7 +79,7 @@ class Kube:
 
 
 def wait_for(
-    what: str, check: Callable[[], T | None], *, timeout_s: float, interval_s: float = 1.0
+    what: str, check: Callable[[], T | None], *, timeout_s: float, interval_s: float = 0.5
 ) -> T:
     """Poll ``check`` until it returns something truthy; AssertionError naming ``what``."""
     deadline = time.monotonic() + timeout_s
