@@ -57,3 +57,17 @@ def test_spark_metrics_equal_simulator_metrics_on_random_logs(spark, logs):
         if got[run][column] != getattr(expected[run], column)
     ]
     assert mismatches == []
+
+
+def test_a_start_elsewhere_at_the_runs_last_instant_is_a_move(spark):
+    """docs/events.md, "Move": every start counts, also one whose interval the run's end
+    leaves empty (the Spark job summed moves over the resources with a non-empty interval
+    only, and missed it)."""
+    kinds = events.Kind
+    rows = [events.Event(0, "last", "g", "m1", "", kinds.JOIN),
+            events.Event(0, "last", "g", "m2", "", kinds.JOIN),
+            events.Event(5, "last", "g", "m1", "A-0", kinds.START),
+            events.Event(5, "last", "g", "m2", "A-0", kinds.START)]
+    df = spark.createDataFrame([e.to_row() for e in rows], schema.EVENTS)
+    [got] = pipeline(df)["metrics"].collect()
+    assert got["moves"] == sim_metrics.run_metrics(rows).moves == 1

@@ -41,11 +41,17 @@ def convergence(events: sql.DataFrame) -> sql.DataFrame:
 def metrics(
     events: sql.DataFrame,
     resources: sql.DataFrame,
+    moved: sql.DataFrame,
+    *,
     overlapping: sql.DataFrame,
     balance: sql.DataFrame,
     converged: sql.DataFrame,
 ) -> sql.DataFrame:
-    """``schema.METRICS``: one row per run, sorted by protocol, policy and run."""
+    """``schema.METRICS``: one row per run, sorted by protocol, policy and run.
+
+    ``moves`` sums ``moved`` (``resources.moves``: every start), not the per-resource
+    table, which lists only resources with a non-empty interval: a start elsewhere at
+    the run's last instant is a move too (docs/events.md, "Move")."""
     def some(name: str) -> sql.Column:
         """The run's first non-empty value (by time, same-instant order, then the least)."""
         first = F.min(F.when(F.col(name) != "",
@@ -66,7 +72,6 @@ def metrics(
         F.max("max_pause_ms").alias("max_pause_ms"),
         F.count(F.when(calm, 1)).alias("undisturbed_resources"),
         F.sum(F.when(calm, F.col("pause_ms"))).alias("undisturbed_pause_ms"),
-        F.sum("moves").alias("moves"),
         F.sum("overlap_ms").alias("overlap_ms"),
         F.sum("paused_ms").alias("paused_ms"),
     )
@@ -79,6 +84,7 @@ def metrics(
         .groupBy("run")
         .agg(F.count(F.lit(1)).alias("members"))
     )
+    moves = moved.groupBy("run").agg(F.sum("moves").alias("moves"))
     overlap_count = overlapping.groupBy("run").agg(F.count(F.lit(1)).alias("overlaps"))
     balanced = balance.groupBy("run").agg(
         F.max("imbalance").alias("max_imbalance"),
@@ -87,6 +93,7 @@ def metrics(
     joined = (
         runs.join(members, "run", "left")
         .join(per_resource, "run", "left")
+        .join(moves, "run", "left")
         .join(overlap_count, "run", "left")
         .join(balanced, "run", "left")
         .join(converged, "run", "left")

@@ -78,7 +78,8 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool
     segs = keep(intervals.segments(spans, bounds))
     calm = resources.undisturbed(spans, resources.disturbed_members(events))
     held = intervals.paused(events, spans) if flips else None
-    per_resource = keep(resources.stats(segs, resources.moves(events), calm, held))
+    moved = keep(resources.moves(events))
+    per_resource = keep(resources.stats(segs, moved, calm, held))
     overlapping = keep(intervals.overlaps(reached))
     per_round = keep(balance.imbalance(events, reached, bounds))
     converged = runs.convergence(events)
@@ -90,8 +91,9 @@ def analyze(events: sql.DataFrame, *, points: int = TIMELINE_POINTS, flips: bool
         imbalance=per_round,
         running=steps,
         timeline=timeline.downsample(steps, bounds, points),
-        metrics=runs.metrics(events, per_resource, overlapping, per_round, converged),
+        metrics=runs.metrics(events, per_resource, moved, overlapping=overlapping,
+                             balance=per_round, converged=converged),
         bounds=bounds,
         disruptions=resources.disruptions(events),
-        cached=(bounds, reached, segs, per_resource, overlapping, per_round),
+        cached=(bounds, reached, segs, moved, per_resource, overlapping, per_round),
     )
