@@ -549,9 +549,10 @@ class GroupRunner:
     def _post(self, *, involved: Mapping[str, str], reason: str, message: str,
               warning: bool) -> None:
         """Post an Event in the background, without holding the round up. An answer that
-        may change (unreachable, 5xx, 429) is tried again (``retry_s``, doubled per try,
-        ``EVENT_TRIES`` in all); what is still not posted, or refused, is logged and
-        counted (``kooper_events_dropped_total``)."""
+        may change (unreachable, 5xx) is tried again (``retry_s``, doubled per try,
+        ``EVENT_TRIES`` in all; a 429 the client already waits out, ``kube.Client``);
+        what is still not posted, or refused, is logged and counted
+        (``kooper_events_dropped_total``)."""
         async def post() -> None:
             for attempt in range(1, EVENT_TRIES + 1):
                 try:
@@ -577,8 +578,8 @@ class GroupRunner:
 _background: set[asyncio.Task[None]] = set()
 
 EVENT_TRIES = 5
-"""Tries of an Event the API server did not answer or answered 5xx/429."""
-_TRANSIENT = (apierrors.Unreachable, apierrors.ServerError, apierrors.TooManyRequests)
+"""Tries of an Event the API server did not answer or answered 5xx."""
+_TRANSIENT = (apierrors.Unreachable, apierrors.ServerError)
 
 
 def _dropped(key: str, reason: str, error: apierrors.ApiError) -> None:
