@@ -32,8 +32,6 @@ METRICS_PORT = 9090
 """The chart's ``metrics.port``."""
 HEALTH_PORT = 8080
 """The chart's ``operator.healthPort``."""
-LEADER_LEASE = "kooper-operator-leader"
-"""The leader Lease's name without ``--leader-lease`` (the chart's for release ``kooper``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,10 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespace of the leader Lease (default $POD_NAMESPACE, "
                              "else default)")
     parser.add_argument("--leader-lease", metavar="NAME",
-                        default=LEADER_LEASE,
+                        default=settings.LEADER_LEASE,
                         help=f"name of the leader Lease: one per operator installation "
                              f"(the chart passes <release>-kooper-operator-leader; "
-                             f"default {LEADER_LEASE})")
+                             f"default {settings.LEADER_LEASE})")
     parser.add_argument("--owner", metavar="DEPLOYMENT", default="",
                         help="this operator's Deployment in --leader-namespace: it owns the "
                              "leader Lease and a --peering KopfPeering in its namespace, so "

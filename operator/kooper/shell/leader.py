@@ -43,13 +43,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from kooper.sdk import apierrors
-from kooper.shell import kube, ownership
+from kooper.shell import kube, ownership, settings
 
 logger = logging.getLogger("kooper.shell")
 
 T = TypeVar("T")
 
-LEASE_NAME = "kooper-operator-leader"
+LEASE_NAME = settings.LEADER_LEASE
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 

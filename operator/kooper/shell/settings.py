@@ -29,6 +29,9 @@ def default_identity() -> str:
     return f"{socket.gethostname()}/{os.getpid()}-{secrets.token_hex(3)}"
 
 
+LEADER_LEASE = "kooper-operator-leader"
+"""The leader Lease's name without ``--leader-lease`` (the chart's for release ``kooper``)."""
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Config:
     """Everything ``kooper run`` can be told."""
@@ -71,7 +74,7 @@ class Config:
     other replicas are hot standbys. Off: this process always leads (one replica)."""
     leader_namespace: str = "default"
     """Where the leader Lease lives (the chart passes the release namespace)."""
-    leader_lease: str = "kooper-operator-leader"
+    leader_lease: str = LEADER_LEASE
     """The leader Lease's name (the chart passes ``<fullname>-operator-leader``: one per
     release, so two releases in one namespace never share it)."""
     owner: str = ""
