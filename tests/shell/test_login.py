@@ -81,12 +81,18 @@ def test_an_expiring_token_is_renewed_before_it_is_sent():
     assert len(calls) == 2
 
 
-def test_a_token_file_is_reread_every_minute_and_after_a_401(tmp_path):
+def _token_file_login(tmp_path, text):
+    """A login reading its token from a file first holding ``text`` (``Bearer one``)."""
     clock = Clock()
     token = tmp_path / "token"
-    token.write_text("one")
+    token.write_text(text)
     login = Login.static(Connection(server="https://api", token_file=str(token)), clock=clock)
     assert login.current()[1] == "Bearer one"
+    return clock, token, login
+
+
+def test_a_token_file_is_reread_every_minute_and_after_a_401(tmp_path):
+    clock, token, login = _token_file_login(tmp_path, "one")
     token.write_text("two")
     assert login.current()[1] == "Bearer one"
     clock.now += 61
@@ -102,11 +108,7 @@ def test_a_token_file_gone_or_empty_keeps_the_token_read_before(tmp_path):
     read again ("Unable to rotate token"); kooper sent ``Bearer `` (an empty file, a
     writer that truncates before it writes) or failed the request (a file being
     replaced)."""
-    clock = Clock()
-    token = tmp_path / "token"
-    token.write_text("one\n")
-    login = Login.static(Connection(server="https://api", token_file=str(token)), clock=clock)
-    assert login.current()[1] == "Bearer one"
+    clock, token, login = _token_file_login(tmp_path, "one\n")
     token.write_text("  \n")
     clock.now += 61
     assert login.current()[1] == "Bearer one"
